@@ -1,0 +1,69 @@
+#ifndef Py_INTERNAL_PERF_TRAMPOLINE_H
+#define Py_INTERNAL_PERF_TRAMPOLINE_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+/* Perf trampolines (Python/perf_trampoline.c).
+
+   While active, every Python frame is evaluated from a small piece of
+   machine code that is unique to its code object, so that native profilers
+   (Linux perf and tools reading its map files) see one native frame per
+   Python frame and can name it from /tmp/perf-PID.map. */
+
+struct _PyInterpreterFrame;
+
+/* Index of the co_extra slot holding a code object's trampoline.  It is
+   reserved in every interpreter when the interpreter is created, so the
+   same index is valid in all of them. */
+#define _PyPerfTrampoline_CODE_EXTRA_INDEX 0
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+/* Non-zero while a backend is active.  Read on every frame entry. */
+PyAPI_DATA(int) _PyPerfTrampoline_active;
+
+static inline int
+_PyPerfTrampoline_IsActive(void)
+{
+    return _PyPerfTrampoline_active;
+}
+#else
+static inline int
+_PyPerfTrampoline_IsActive(void)
+{
+    return 0;
+}
+#endif
+
+/* Evaluate *frame* through its code object's trampoline (creating the
+   trampoline on first use).  Same contract as _PyEval_EvalFrameDefault().
+   Exported because _PyEval_EvalFrame() is inline. */
+PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
+    PyThreadState *tstate,
+    struct _PyInterpreterFrame *frame,
+    int throwflag);
+
+/* Reserve the co_extra slot in a new interpreter. */
+extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
+
+/* Activate the backend named by -X perf / PYTHONPERFSUPPORT, if any.
+   Failures are reported on stderr and never stop the interpreter. */
+extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
+
+/* Runtime control, used by the sys module.  Activation returns 0 on
+   success and -1 with an exception set on failure. */
+extern int _PyPerfTrampoline_Activate(const char *backend);
+extern void _PyPerfTrampoline_Deactivate(void);
+
+/* Called in the child process after fork() and at finalization. */
+extern void _PyPerfTrampoline_AfterFork_Child(void);
+extern void _PyPerfTrampoline_Fini(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* !Py_INTERNAL_PERF_TRAMPOLINE_H */

@@ -1,0 +1,108 @@
+/*
+ * Template of the perf trampoline (see Python/perf_trampoline.c).
+ *
+ * PyObject *
+ * _Py_trampoline_func_start(PyThreadState *tstate,
+ *                           struct _PyInterpreterFrame *frame,
+ *                           int throwflag,
+ *                           _PyFrameEvalFunction evaluator)
+ *
+ * calls evaluator(tstate, frame, throwflag) from a native frame of its own
+ * and returns its result.  The code between _Py_trampoline_func_start and
+ * _Py_trampoline_func_end is copied once per code object, so it must be
+ * position independent.  Keep the prologue and epilogue in sync with the
+ * unwind information that describes them.
+ */
+
+    .text
+    .globl  _Py_trampoline_func_start
+    .globl  _Py_trampoline_func_end
+
+#if defined(__x86_64__)
+
+    .type   _Py_trampoline_func_start, @function
+    .p2align 4
+_Py_trampoline_func_start:
+    /* Indirect branch target for CET/IBT; a NOP on older processors. */
+    endbr64
+    /* Keep the frame-pointer chain intact for frame-pointer unwinding. */
+    push    %rbp
+    mov     %rsp, %rbp
+    call    *%rcx
+    pop     %rbp
+    ret
+_Py_trampoline_func_end:
+    .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
+
+#  if defined(__CET__)
+/* GNU property note: this object supports IBT and shadow stacks. */
+    .section .note.gnu.property, "a"
+    .p2align 3
+    .long   4                       /* name size */
+    .long   16                      /* descriptor size */
+    .long   5                       /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz  "GNU"
+    .long   0xc0000002              /* GNU_PROPERTY_X86_FEATURE_1_AND */
+    .long   4                       /* property size */
+    .long   (__CET__ & 3)           /* 1: IBT, 2: SHSTK */
+    .p2align 3
+#  endif
+
+#elif defined(__aarch64__)
+
+#  if defined(__ARM_FEATURE_PAC_DEFAULT) && (__ARM_FEATURE_PAC_DEFAULT & 2)
+#    define PERF_SIGN_LR    pacibsp
+#    define PERF_AUTH_LR    autibsp
+#    define PERF_PAC_PROP   2
+#  elif defined(__ARM_FEATURE_PAC_DEFAULT)
+#    define PERF_SIGN_LR    paciasp
+#    define PERF_AUTH_LR    autiasp
+#    define PERF_PAC_PROP   2
+#  else
+#    define PERF_SIGN_LR
+#    define PERF_AUTH_LR
+#    define PERF_PAC_PROP   0
+#  endif
+#  if defined(__ARM_FEATURE_BTI_DEFAULT) && __ARM_FEATURE_BTI_DEFAULT
+#    define PERF_BTI_PROP   1
+#  else
+#    define PERF_BTI_PROP   0
+#  endif
+
+    .type   _Py_trampoline_func_start, %function
+    .p2align 4
+_Py_trampoline_func_start:
+    /* Landing pad for indirect calls under BTI (a NOP without BTI).
+       PACI[AB]SP would also be one, but only when return address
+       signing is on. */
+    hint    #34                     /* bti c */
+    PERF_SIGN_LR
+    stp     x29, x30, [sp, -16]!
+    mov     x29, sp
+    blr     x3
+    ldp     x29, x30, [sp], 16
+    PERF_AUTH_LR
+    ret
+_Py_trampoline_func_end:
+    .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
+
+#  if PERF_BTI_PROP || PERF_PAC_PROP
+/* GNU property note: this object supports BTI and/or PAC. */
+    .section .note.gnu.property, "a"
+    .p2align 3
+    .long   4                       /* name size */
+    .long   16                      /* descriptor size */
+    .long   5                       /* NT_GNU_PROPERTY_TYPE_0 */
+    .asciz  "GNU"
+    .long   0xc0000000              /* GNU_PROPERTY_AARCH64_FEATURE_1_AND */
+    .long   4                       /* property size */
+    .long   (PERF_BTI_PROP | PERF_PAC_PROP)
+    .p2align 3
+#  endif
+
+#else
+#  error "no perf trampoline template for this architecture"
+#endif
+
+/* The trampoline never needs an executable stack. */
+    .section .note.GNU-stack, "", %progbits

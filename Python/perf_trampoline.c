@@ -1,0 +1,637 @@
+/* Perf trampolines: one native frame per Python frame.
+
+   The evaluation loop runs Python-to-Python calls inside a single C frame
+   of _PyEval_EvalFrameDefault(), so a native profiler such as Linux perf
+   sees the same C function over and over and never the Python functions.
+
+   While a trampoline backend is active, every Python frame is started from
+   a trampoline: a copy of the tiny function in Python/asm_trampoline.S that
+   just calls the evaluator.  Each code object gets a copy of its own, at an
+   address that never changes and is never reused, so the return address
+   that the trampoline leaves on the native stack identifies the Python
+   function.  The backend then tells the profiler what lives at that
+   address; the "perf" backend appends a line
+
+       ADDR SIZE py::QUALNAME:FILENAME
+
+   to /tmp/perf-PID.map, the format perf reads for code without ELF
+   symbols.
+
+   Memory: trampolines are carved out of anonymous mappings ("arenas") that
+   are filled with copies of the template while writable and then made
+   read-only and executable, never both writable and executable.  Arenas
+   are never unmapped: a thread can still be running below any trampoline
+   handed out so far (even after deactivation, or while the interpreter
+   exits under a daemon thread), and an address must never be reused for
+   another name within one process.
+
+   Frames reach their trampoline from two places: _PyEval_EvalFrame(),
+   which is how C code starts a frame (function calls from C, generators,
+   coroutines), and the call instructions of the evaluation loop that
+   normally push the callee's frame and continue in the same C frame; while
+   active, those make a C call through the callee's trampoline instead.
+
+   All state here is process-wide and protected by the GIL.  A code
+   object's trampoline is kept in co_extra, at an index that is reserved
+   when each interpreter is created. */
+
+#include "Python.h"
+#include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()
+#include "pycore_frame.h"         // _PyInterpreterFrame
+#include "pycore_initconfig.h"    // _Py_GetEnv()
+#include "pycore_interp.h"        // PyInterpreterState.co_extra_user_count
+#include "pycore_perf_trampoline.h"
+#include "pycore_pystate.h"       // _PyInterpreterState_GET()
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+#  include <fcntl.h>              // open()
+#  include <sys/mman.h>           // mmap()
+#  include <sys/stat.h>           // fstat()
+#  include <unistd.h>             // sysconf()
+#endif
+
+
+/* Backends ****************************************************************/
+
+typedef struct {
+    const char *name;
+    /* Start a new description file for this process.  Return 0 on
+       success; on failure return -1 with errno set and *reason set to a
+       static description. */
+    int (*open)(const char **reason);
+    /* Describe one trampoline.  Return 0 on success; on failure return -1
+       with errno set. */
+    int (*write_entry)(const void *code, size_t size, PyCodeObject *co);
+    /* In a child process after fork(): the description file still belongs
+       to the parent.  Start the child's own one, carrying over what the
+       parent had written before the fork. */
+    int (*after_fork_child)(const char **reason);
+    void (*close)(void);
+    /* Path of the current description file, for error messages. */
+    const char *(*path)(void);
+} trampoline_backend;
+
+static const trampoline_backend perf_map_backend;
+
+static const trampoline_backend *const backends[] = {
+    &perf_map_backend,
+};
+
+static const trampoline_backend *
+find_backend(const char *name)
+{
+    for (size_t i = 0; i < Py_ARRAY_LENGTH(backends); i++) {
+        if (strcmp(backends[i]->name, name) == 0) {
+            return backends[i];
+        }
+    }
+    return NULL;
+}
+
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+/* The trampoline template (Python/asm_trampoline.S). */
+extern const char _Py_trampoline_func_start[];
+extern const char _Py_trampoline_func_end[];
+
+typedef PyObject *(*py_trampoline)(PyThreadState *,
+                                   _PyInterpreterFrame *, int,
+                                   _PyFrameEvalFunction);
+
+int _PyPerfTrampoline_active = 0;
+
+/* The active backend, or NULL. */
+static const trampoline_backend *active_backend = NULL;
+
+/* Arenas: trampolines are handed out from next_trampoline up to
+   arena_limit, each TRAMPOLINE_ALIGN-aligned so that no address of one
+   lies within the range reported for another. */
+#define TRAMPOLINE_ALIGN 16
+#define ARENA_SIZE (64 * 1024)
+static char *next_trampoline = NULL;
+static char *arena_limit = NULL;
+static size_t trampoline_size = 0;     /* code bytes of one trampoline */
+static size_t trampoline_stride = 0;   /* distance between two of them */
+/* Set when an arena could not be mapped: no new trampolines are made
+   until the next activation, so the failure is reported once. */
+static int arena_failed = 0;
+/* Set when a description could not be written, for the same reason. */
+static int write_failed = 0;
+
+
+/* perf map backend *********************************************************/
+
+static int perf_map_fd = -1;
+/* Bytes this process had appended to its map file, so a child can copy
+   exactly what was there when it was forked. */
+static off_t perf_map_size = 0;
+static char perf_map_path[64];
+
+static int
+open_description_file(const char *path, int *fd_out, const char **reason)
+{
+    /* O_NOFOLLOW: never write through a symbolic link an attacker planted
+       in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
+       interpreter.  The file is private to the user (0600). */
+    int fd = open(path,
+                  O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC
+                  | O_NONBLOCK,
+                  0600);
+    if (fd < 0) {
+        int err = errno;
+        *reason = (err == ELOOP) ? "the path is a symbolic link"
+                                 : strerror(err);
+        errno = err;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int err = errno;
+        *reason = strerror(err);
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        *reason = "the path is not a regular file";
+        errno = EINVAL;
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        close(fd);
+        *reason = "the file belongs to another user";
+        errno = EPERM;
+        return -1;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+static int
+write_all(int fd, const char *buf, size_t size)
+{
+    while (size > 0) {
+        ssize_t n = write(fd, buf, size);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            return -1;
+        }
+        buf += n;
+        size -= (size_t)n;
+    }
+    return 0;
+}
+
+static const char *
+perf_map_get_path(void)
+{
+    return perf_map_path;
+}
+
+static int
+perf_map_open(const char **reason)
+{
+    assert(perf_map_fd < 0);
+    PyOS_snprintf(perf_map_path, sizeof(perf_map_path),
+                  "/tmp/perf-%ld.map", (long)getpid());
+    if (open_description_file(perf_map_path, &perf_map_fd, reason) < 0) {
+        return -1;
+    }
+    perf_map_size = lseek(perf_map_fd, 0, SEEK_END);
+    return 0;
+}
+
+static void
+perf_map_close(void)
+{
+    if (perf_map_fd >= 0) {
+        close(perf_map_fd);
+        perf_map_fd = -1;
+    }
+}
+
+/* Append "src" to the name being built in buf[*len ... size), replacing
+   characters that would break the line-based map format. */
+static void
+append_name_part(char *buf, size_t *len, size_t size, PyObject *str)
+{
+    PyObject *bytes = NULL;
+    const char *src = "?";
+    Py_ssize_t n = 1;
+    if (PyUnicode_Check(str)) {
+        /* backslashreplace: file names may hold lone surrogates. */
+        bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
+        if (bytes != NULL) {
+            src = PyBytes_AS_STRING(bytes);
+            n = PyBytes_GET_SIZE(bytes);
+        }
+        else {
+            PyErr_Clear();
+        }
+    }
+    for (Py_ssize_t i = 0; i < n && *len + 1 < size; i++) {
+        unsigned char c = (unsigned char)src[i];
+        buf[(*len)++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    }
+    Py_XDECREF(bytes);
+}
+
+static int
+perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
+{
+    char line[1024];
+    int len = PyOS_snprintf(line, sizeof(line), "%" PRIxPTR " %zx py::",
+                            (uintptr_t)code, size);
+    assert(len > 0 && (size_t)len < sizeof(line));
+    size_t pos = (size_t)len;
+    /* Keep room for ':' and the final newline; over-long names are
+       truncated, a line is never split. */
+    append_name_part(line, &pos, sizeof(line) - 2, co->co_qualname);
+    line[pos++] = ':';
+    append_name_part(line, &pos, sizeof(line) - 1, co->co_filename);
+    line[pos++] = '\n';
+    /* One write() per line: with O_APPEND the line reaches the file whole
+       and at once, even with other writers, so a profile taken while the
+       process still runs can resolve it. */
+    if (write_all(perf_map_fd, line, pos) < 0) {
+        return -1;
+    }
+    perf_map_size += (off_t)pos;
+    return 0;
+}
+
+static int
+perf_map_after_fork_child(const char **reason)
+{
+    int parent_fd = perf_map_fd;
+    off_t parent_size = perf_map_size;
+    perf_map_fd = -1;
+    int res = perf_map_open(reason);
+    if (res == 0 && parent_size > 0) {
+        /* The child runs the trampolines it inherited: describe them in
+           its own map too.  The parent's descriptor is write-only, so read
+           the file through a new descriptor. */
+        char proc_path[64];
+        PyOS_snprintf(proc_path, sizeof(proc_path),
+                      "/proc/self/fd/%d", parent_fd);
+        int in = open(proc_path, O_RDONLY | O_CLOEXEC);
+        if (in < 0) {
+            *reason = "cannot read the parent's perf map";
+            res = -1;
+        }
+        else {
+            char buf[8192];
+            off_t copied = 0;
+            while (copied < parent_size) {
+                size_t want = sizeof(buf);
+                if ((off_t)want > parent_size - copied) {
+                    want = (size_t)(parent_size - copied);
+                }
+                ssize_t n = pread(in, buf, want, copied);
+                if (n < 0 && errno == EINTR) {
+                    continue;
+                }
+                if (n <= 0) {
+                    break;
+                }
+                if (write_all(perf_map_fd, buf, (size_t)n) < 0) {
+                    *reason = strerror(errno);
+                    res = -1;
+                    break;
+                }
+                copied += n;
+            }
+            perf_map_size += copied;
+            close(in);
+        }
+    }
+    if (parent_fd >= 0) {
+        close(parent_fd);
+    }
+    return res;
+}
+
+static const trampoline_backend perf_map_backend = {
+    .name = "perf",
+    .open = perf_map_open,
+    .write_entry = perf_map_write_entry,
+    .after_fork_child = perf_map_after_fork_child,
+    .close = perf_map_close,
+    .path = perf_map_get_path,
+};
+
+
+/* Arenas and trampolines ***************************************************/
+
+static void
+init_template(void)
+{
+    if (trampoline_size != 0) {
+        return;
+    }
+    trampoline_size = (size_t)(_Py_trampoline_func_end
+                               - _Py_trampoline_func_start);
+    trampoline_stride = _Py_SIZE_ROUND_UP(trampoline_size, TRAMPOLINE_ALIGN);
+}
+
+static int
+new_arena(void)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    size_t size = ARENA_SIZE;
+    if (page > 0) {
+        size = _Py_SIZE_ROUND_UP(size, (size_t)page);
+    }
+    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        return -1;
+    }
+    /* Fill the gaps between trampolines with instructions that trap. */
+#if defined(__x86_64__)
+    memset(mem, 0xcc, size);    /* int3 */
+#else
+    memset(mem, 0, size);       /* udf #0 on aarch64 */
+#endif
+    for (size_t off = 0; off + trampoline_stride <= size;
+         off += trampoline_stride)
+    {
+        memcpy(mem + off, _Py_trampoline_func_start, trampoline_size);
+    }
+    __builtin___clear_cache(mem, mem + size);
+    if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
+        int err = errno;
+        munmap(mem, size);
+        errno = err;
+        return -1;
+    }
+    next_trampoline = mem;
+    arena_limit = mem + size;
+    return 0;
+}
+
+/* Give "co" a trampoline and describe it.  Return NULL if that is not
+   possible; the frame then runs without one.  Never raises: the caller may
+   be starting a frame with an exception set (generator.throw()). */
+static py_trampoline
+compile_trampoline(PyCodeObject *co)
+{
+    if (arena_failed || write_failed) {
+        return NULL;
+    }
+    if (next_trampoline == NULL
+        || arena_limit - next_trampoline < (ptrdiff_t)trampoline_stride)
+    {
+        if (new_arena() < 0) {
+            arena_failed = 1;
+            PySys_FormatStderr(
+                "Warning: cannot allocate memory for perf trampolines "
+                "(%s); Python functions started from now on will not "
+                "appear in native profiles\n", strerror(errno));
+            return NULL;
+        }
+    }
+    char *code = next_trampoline;
+
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    int res = _PyCode_SetExtra((PyObject *)co,
+                               _PyPerfTrampoline_CODE_EXTRA_INDEX, code);
+    if (res < 0) {
+        PyErr_Clear();
+    }
+    else {
+        next_trampoline += trampoline_stride;
+        if (active_backend->write_entry(code, trampoline_size, co) < 0) {
+            write_failed = 1;
+            PySys_FormatStderr(
+                "Warning: cannot write to %s (%s); Python functions "
+                "started from now on will not appear in native profiles\n",
+                active_backend->path(), strerror(errno));
+        }
+    }
+    PyErr_Restore(exc, val, tb);
+    return res < 0 ? NULL : (py_trampoline)code;
+}
+
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
+{
+    PyCodeObject *co = frame->f_code;
+    void *extra = NULL;
+    if (co->co_extra != NULL) {
+        (void)_PyCode_GetExtra((PyObject *)co,
+                               _PyPerfTrampoline_CODE_EXTRA_INDEX, &extra);
+    }
+    py_trampoline f = (py_trampoline)extra;
+    if (f == NULL) {
+        f = compile_trampoline(co);
+        if (f == NULL) {
+            return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+        }
+    }
+    return f(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
+}
+
+void
+_PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
+{
+    /* Reserve co_extra slot 0 before anything else can request one, so the
+       slot has the same index in every interpreter. */
+    assert(interp->co_extra_user_count == 0);
+    interp->co_extra_freefuncs[_PyPerfTrampoline_CODE_EXTRA_INDEX] = NULL;
+    interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_INDEX + 1;
+}
+
+static int
+activate(const trampoline_backend *backend, const char **reason)
+{
+    if (active_backend == backend) {
+        return 0;
+    }
+    _PyPerfTrampoline_Deactivate();
+    init_template();
+    if (backend->open(reason) < 0) {
+        return -1;
+    }
+    arena_failed = 0;
+    write_failed = 0;
+    active_backend = backend;
+    _PyPerfTrampoline_active = 1;
+    return 0;
+}
+
+void
+_PyPerfTrampoline_Deactivate(void)
+{
+    /* Frames already running keep returning through their trampolines;
+       only new frames stop using them. */
+    _PyPerfTrampoline_active = 0;
+    if (active_backend != NULL) {
+        active_backend->close();
+        active_backend = NULL;
+    }
+}
+
+void
+_PyPerfTrampoline_AfterFork_Child(void)
+{
+    if (active_backend == NULL) {
+        return;
+    }
+    const char *reason = NULL;
+    if (active_backend->after_fork_child(&reason) < 0) {
+        PySys_FormatStderr(
+            "Warning: perf trampolines deactivated in child process %ld: "
+            "cannot write %s: %s\n",
+            (long)getpid(), active_backend->path(), reason);
+        _PyPerfTrampoline_Deactivate();
+    }
+}
+
+void
+_PyPerfTrampoline_Fini(void)
+{
+    _PyPerfTrampoline_Deactivate();
+}
+
+#else  /* !PY_HAVE_PERF_TRAMPOLINE */
+
+static const trampoline_backend perf_map_backend = {
+    .name = "perf",
+};
+
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
+{
+    return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+void
+_PyPerfTrampoline_InitInterpreter(PyInterpreterState *Py_UNUSED(interp))
+{
+}
+
+void
+_PyPerfTrampoline_Deactivate(void)
+{
+}
+
+void
+_PyPerfTrampoline_AfterFork_Child(void)
+{
+}
+
+void
+_PyPerfTrampoline_Fini(void)
+{
+}
+
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */
+
+
+/* Activation **************************************************************/
+
+int
+_PyPerfTrampoline_Activate(const char *name)
+{
+    const trampoline_backend *backend = find_backend(name);
+    if (backend == NULL) {
+        PyErr_Format(PyExc_ValueError,
+                     "invalid stack trampoline backend: '%s'", name);
+        return -1;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    const char *reason = NULL;
+    if (activate(backend, &reason) < 0) {
+        int err = errno;
+        PyObject *msg = PyUnicode_FromFormat(
+            "cannot open the %s file: %s", backend->name, reason);
+        PyObject *path = PyUnicode_DecodeFSDefault(backend->path());
+        if (msg != NULL && path != NULL) {
+            PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iOO",
+                                                  err, msg, path);
+            if (exc != NULL) {
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+                Py_DECREF(exc);
+            }
+        }
+        Py_XDECREF(msg);
+        Py_XDECREF(path);
+        return -1;
+    }
+    return 0;
+#else
+    PyErr_Format(PyExc_ValueError,
+                 "the '%s' stack trampoline is not supported by this build "
+                 "of Python (it needs Linux on x86-64 or aarch64)",
+                 backend->name);
+    return -1;
+#endif
+}
+
+/* Parse the value of PYTHONPERFSUPPORT or of -X perf=VALUE: a non-zero
+   integer enables.  Anything else (empty, "0", not an integer, out of
+   range) does not. */
+static int
+enable_value(const char *value)
+{
+    int result;
+    if (value == NULL || _Py_str_to_int(value, &result) < 0) {
+        return 0;
+    }
+    return result != 0;
+}
+
+static int
+xoption_enable_value(const wchar_t *xoption)
+{
+    const wchar_t *sep = wcschr(xoption, L'=');
+    if (sep == NULL) {
+        return 1;   /* plain "-X perf" */
+    }
+    /* Integers are plain ASCII: anything else is not one. */
+    char value[32];
+    size_t i;
+    for (i = 0; sep[1 + i] != L'\0'; i++) {
+        wchar_t c = sep[1 + i];
+        if (i + 1 >= sizeof(value) || c > 127) {
+            return 0;
+        }
+        value[i] = (char)c;
+    }
+    value[i] = '\0';
+    return enable_value(value);
+}
+
+void
+_PyPerfTrampoline_InitFromConfig(const PyConfig *config)
+{
+    /* -X perf[=VALUE] wins over PYTHONPERFSUPPORT. */
+    int enable;
+    const wchar_t *xoption = _Py_get_xoption(&config->xoptions, L"perf");
+    if (xoption != NULL) {
+        enable = xoption_enable_value(xoption);
+    }
+    else {
+        enable = enable_value(_Py_GetEnv(config->use_environment,
+                                         "PYTHONPERFSUPPORT"));
+    }
+    if (!enable) {
+        return;
+    }
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    const char *reason = NULL;
+    if (activate(&perf_map_backend, &reason) < 0) {
+        PySys_FormatStderr(
+            "Warning: perf trampolines not activated: cannot open %s: %s\n",
+            perf_map_backend.path(), reason);
+    }
+#endif
+}

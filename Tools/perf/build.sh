@@ -1,0 +1,26 @@
+#!/bin/bash
+# Configure (once) and build the assembled tree out of tree in build/obj,
+# with frame pointers; the interpreter is then build/python.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+"$TOP/Tools/perf/assemble.sh"
+
+mkdir -p "$OBJ"
+if [ ! -f "$OBJ/Makefile" ] || [ ! -f "$OBJ/config.status" ] \
+   || [ "$SRC/configure" -nt "$OBJ/config.status" ]; then
+    note "configuring in $OBJ"
+    (cd "$OBJ" && "$SRC/configure" -q CFLAGS="$OPT_CFLAGS" ${CONFIGURE_ARGS:-}) \
+        || die "configure failed (see $OBJ/config.log)"
+fi
+note "building (make -j$(nproc))"
+# CPython's make prints a lot; keep the log and show it only on failure.
+if ! make -C "$OBJ" -j"$(nproc)" >"$BUILD/make.log" 2>&1; then
+    tail -40 "$BUILD/make.log" >&2
+    die "build failed (full log: $BUILD/make.log)"
+fi
+if grep -E '^[^ ]*(perf_trampoline|asm_trampoline|sysmodule|ceval|pylifecycle|pystate|genobject)\.[cS]:[0-9]+:[0-9]+: warning' "$BUILD/make.log"; then
+    echo "warning: the compiler warned about files this patch touches (see above)" >&2
+fi
+ln -sfn obj/python "$BUILD/python"
+note "built $BUILD/python: $("$BUILD/python" -c 'import sys; print(sys.version.split()[0])')"

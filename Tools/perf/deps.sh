@@ -1,0 +1,36 @@
+#!/bin/bash
+# Install what building, testing and profiling need (Debian 12 / Ubuntu).
+# As root (or with password-less sudo) the missing packages are installed;
+# otherwise the exact command is printed and the script fails.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+PACKAGES="build-essential pkg-config patch xz-utils python3
+zlib1g-dev libffi-dev libssl-dev libbz2-dev liblzma-dev libsqlite3-dev
+libreadline-dev libncurses-dev uuid-dev libexpat1-dev libgdbm-dev
+libgdbm-compat-dev autoconf2.69 autoconf-archive quilt linux-perf gdb"
+case "${1:-}" in
+    --extra) PACKAGES="$PACKAGES abigail-tools hyperfine" ;;
+esac
+
+missing=""
+for p in $PACKAGES; do
+    if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "ok installed"; then
+        missing="$missing $p"
+    fi
+done
+[ -z "$missing" ] && exit 0
+
+if [ "$(id -u)" = 0 ]; then
+    SUDO=""
+elif command -v sudo >/dev/null && sudo -n true 2>/dev/null; then
+    SUDO="sudo"
+else
+    echo "Missing packages:$missing" >&2
+    echo "Install them with:" >&2
+    echo "    sudo apt-get update && sudo apt-get install -y --no-upgrade$missing" >&2
+    exit 1
+fi
+note "installing:$missing"
+$SUDO apt-get update -q >/dev/null
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-upgrade $missing >/dev/null

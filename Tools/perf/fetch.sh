@@ -1,0 +1,73 @@
+#!/bin/bash
+# Fetch the base source of CPython 3.11.2 and check its sha256.
+#
+#   fetch.sh            the orig tarball (or $PYTHON_TARBALL, if set)
+#   fetch.sh --debian   also Debian's packaging of $DEBIAN_VERSION
+#
+# PYTHON_TARBALL may point at an already downloaded Python-3.11.2.tgz for
+# machines without apt; it is checked against the same hash.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+mkdir -p "$DOWNLOADS"
+tarball=$DOWNLOADS/$BASE_TARBALL_NAME
+
+ensure_deb_src() {
+    local versions
+    versions=$(apt-cache showsrc python3.11 2>/dev/null || true)
+    if grep -q "^Version: 3.11.2-" <<<"$versions"; then
+        return
+    fi
+    if [ "$(id -u)" != 0 ]; then
+        die "no deb-src entry for Debian's archive; add one (as root) or set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
+    fi
+    note "adding a deb-src entry for Debian's main archive"
+    cat > /etc/apt/sources.list.d/cpython-perf-trampoline-src.sources <<EOS
+Types: deb-src
+URIs: http://deb.debian.org/debian
+Suites: bookworm bookworm-updates
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+
+Types: deb-src
+URIs: http://deb.debian.org/debian-security
+Suites: bookworm-security
+Components: main
+Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
+EOS
+    apt-get update -q >/dev/null
+}
+
+apt_source() {
+    # apt-get source [args] python3.11=$DEBIAN_VERSION, falling back to the
+    # archive's current 3.11.2 revision if that one is gone.
+    (cd "$DOWNLOADS" && { apt-get source -q "$@" "python3.11=$DEBIAN_VERSION" \
+        || apt-get source -q "$@" python3.11; }) >"$DOWNLOADS/apt-source.log" 2>&1 \
+        || { cat "$DOWNLOADS/apt-source.log" >&2; die "apt-get source python3.11 failed"; }
+}
+
+if [ -n "${PYTHON_TARBALL:-}" ]; then
+    [ -f "$PYTHON_TARBALL" ] || die "PYTHON_TARBALL=$PYTHON_TARBALL does not exist"
+    sha256_ok "$PYTHON_TARBALL" || die "sha256 mismatch: $PYTHON_TARBALL is not CPython $PY_VERSION (expected $BASE_SHA256)"
+    if ! cmp -s "$PYTHON_TARBALL" "$tarball"; then
+        cp "$PYTHON_TARBALL" "$tarball"
+    fi
+elif [ ! -f "$tarball" ]; then
+    command -v apt-get >/dev/null || die "apt-get not available: set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
+    ensure_deb_src
+    note "downloading Debian's python3.11 orig tarball"
+    apt_source --tar-only --download-only
+fi
+if ! sha256_ok "$tarball"; then
+    mv "$tarball" "$tarball.bad"
+    die "sha256 mismatch for $BASE_TARBALL_NAME (moved to $tarball.bad); expected $BASE_SHA256"
+fi
+
+if [ "${1:-}" = "--debian" ] && ! ls "$DOWNLOADS"/python3.11_3.11.2-*.debian.tar.xz >/dev/null 2>&1; then
+    command -v apt-get >/dev/null || die "apt-get not available: cannot fetch Debian's packaging"
+    ensure_deb_src
+    note "downloading Debian's python3.11 packaging"
+    apt_source --download-only
+    sha256_ok "$tarball" || die "sha256 mismatch for $BASE_TARBALL_NAME after apt-get source"
+fi
+exit 0
