@@ -44,7 +44,7 @@ for f in $(list_our_files); do
     *.patch)
         target=${f%.patch}
         [ -f "$PRISTINE/$target" ] || die "$f: $target does not exist in pristine $PY_VERSION"
-        if ! patch --no-backup-if-mismatch --fuzz=0 -s -f -o "$tmp" \
+        if ! patch --no-backup-if-mismatch --fuzz=0 -f -o "$tmp" \
                 "$PRISTINE/$target" "$TOP/$f" >"$tmp.out" 2>&1 \
            || grep -qiE 'offset|fuzz|fail|reject' "$tmp.out"; then
             cat "$tmp.out" >&2

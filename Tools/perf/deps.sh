@@ -10,7 +10,8 @@ zlib1g-dev libffi-dev libssl-dev libbz2-dev liblzma-dev libsqlite3-dev
 libreadline-dev libncurses-dev uuid-dev libexpat1-dev libgdbm-dev
 libgdbm-compat-dev autoconf2.69 autoconf-archive quilt linux-perf gdb"
 case "${1:-}" in
-    --extra) PACKAGES="$PACKAGES abigail-tools hyperfine" ;;
+    # "make test" also checks that the template assembles for aarch64.
+    --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu" ;;
 esac
 
 missing=""

@@ -1,0 +1,44 @@
+# Perf trampolines for CPython 3.11.2: the front door.  See README.rst.
+#
+#   make          fetch, assemble and build; the interpreter is build/python
+#   make demo     profile a small program with perf and show Python frames
+#   make test     run our tests and the CPython tests this patch touches
+#   make patch    write build/cpython-3.11.2-perf-trampoline.patch and check it
+#   make refresh  turn edits made in build/cpython back into our files
+#
+# PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
+# source instead of Debian's source package.
+
+TOOLS = Tools/perf
+export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS
+
+.PHONY: all build deps demo test patch refresh clean distclean
+
+all: build
+
+deps:
+	@$(TOOLS)/deps.sh
+
+build: deps
+	@$(TOOLS)/build.sh
+
+demo: build
+	@$(TOOLS)/demo.sh
+
+test: build
+	@$(TOOLS)/deps.sh --test
+	@$(TOOLS)/test.sh
+
+patch: deps
+	@$(TOOLS)/export-patch.sh
+
+refresh:
+	@$(TOOLS)/refresh.sh
+
+# Keep the downloads and the pristine tree; rebuild everything else.
+clean:
+	rm -rf build/obj build/cpython build/python build/*.stamp \
+		build/assembled-files.txt build/demo build/*.log build/*.patch
+
+distclean:
+	rm -rf build

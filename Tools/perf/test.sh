@@ -1,0 +1,41 @@
+#!/bin/bash
+# "make test": check the assembly template, then run our tests and the
+# CPython test modules this patch touches with the built interpreter.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+TESTS=${TESTS:-"test_perf_profiler test_sys test_embed test_cmd_line test_capi
+test_sysconfig test_posix test_threading test_gdb test_generators test_coroutines
+test_sys_settrace test_sys_setprofile test_traceback test_exceptions
+test_multiprocessing_fork"}
+
+note "checking the trampoline template"
+"$TOP/Tools/perf/check-asm.sh"
+
+results=$BUILD/test-results.xml
+rm -f "$results"
+note "running: python -m test $(echo $TESTS)"
+# The sandbox sets these; several CPython tests fail with them set.
+set +e
+env -u PYTHONUNBUFFERED -u PYTHONDONTWRITEBYTECODE \
+    "$BUILD/python" -m test -j"$(nproc)" --timeout 900 --junit-xml "$results" \
+    ${TESTARGS:-} $TESTS
+rc=$?
+set -e
+if [ -f "$results" ]; then
+    "$BUILD/python" - "$results" <<'PYEOF'
+import sys
+import xml.etree.ElementTree as ET
+passed = failed = skipped = 0
+for case in ET.parse(sys.argv[1]).iter("testcase"):
+    tags = {child.tag for child in case}
+    if tags & {"failure", "error"}:
+        failed += 1
+    elif "skipped" in tags:
+        skipped += 1
+    else:
+        passed += 1
+print(f"test cases: {passed} passed, {failed} failed, {skipped} skipped")
+PYEOF
+fi
+exit $rc
