@@ -39,7 +39,7 @@ update_file() {
     fi
 }
 
-for f in $(list_our_files); do
+while IFS= read -r f; do
     case "$f" in
     *.patch)
         target=${f%.patch}
@@ -61,18 +61,18 @@ for f in $(list_our_files); do
         echo "$f" >>"$new_manifest"
         ;;
     esac
-done
+done < <(list_our_files)
 
 # Undo files that an earlier assembly changed but that are no longer ours.
 if [ -f "$manifest" ]; then
-    for f in $(comm -23 <(sort "$manifest") <(sort "$new_manifest")); do
+    while IFS= read -r f; do
         if [ -f "$PRISTINE/$f" ]; then
             update_file "$PRISTINE/$f" "$SRC/$f"
         else
             rm -f "$SRC/$f"
             echo "    removed $f"
         fi
-    done
+    done < <(comm -23 <(sort "$manifest") <(sort "$new_manifest"))
 fi
 sort "$new_manifest" >"$manifest"
 

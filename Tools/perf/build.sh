@@ -23,4 +23,6 @@ if grep -E '^[^ ]*(perf_trampoline|asm_trampoline|sysmodule|ceval|pylifecycle|py
     echo "warning: the compiler warned about files this patch touches (see above)" >&2
 fi
 ln -sfn obj/python "$BUILD/python"
+# test_gdb allows gdb to auto-load the python-gdb.py next to sys.executable.
+ln -sfn obj/python-gdb.py "$BUILD/python-gdb.py"
 note "built $BUILD/python: $("$BUILD/python" -c 'import sys; print(sys.version.split()[0])')"

@@ -63,7 +63,7 @@ done < <(cd "$BUILD" && diff -rq -x __pycache__ pristine cpython 2>/dev/null \
     done | LC_ALL=C sort)
 
 # Patches whose file is back to pristine are dropped.
-for f in $(list_our_files); do
+while IFS= read -r f; do
     case "$f" in
     *.patch)
         t=${f%.patch}
@@ -73,5 +73,5 @@ for f in $(list_our_files); do
         fi
         ;;
     esac
-done
+done < <(list_our_files)
 [ $changed = 1 ] || note "nothing to refresh"
