@@ -45,6 +45,7 @@
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 #  include <fcntl.h>              // open()
+#  include <pthread.h>            // pthread_getattr_np()
 #  include <sys/mman.h>           // mmap()
 #  include <sys/stat.h>           // fstat()
 #  include <unistd.h>             // sysconf()
@@ -100,6 +101,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
                                    _PyFrameEvalFunction);
 
 int _PyPerfTrampoline_active = 0;
+__thread uintptr_t _PyPerfTrampoline_stack_limit = 0;
 
 /* The active backend, or NULL. */
 static const trampoline_backend *active_backend = NULL;
@@ -169,19 +171,30 @@ open_description_file(const char *path, int *fd_out, const char **reason)
     return 0;
 }
 
+/* Append buf to fd.  On failure (a full disk, a file size limit), cut off
+   what was written of it, so the file never ends with a partial line. */
 static int
 write_all(int fd, const char *buf, size_t size)
 {
-    while (size > 0) {
-        ssize_t n = write(fd, buf, size);
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = write(fd, buf + done, size - done);
         if (n < 0) {
             if (errno == EINTR) {
                 continue;
             }
+            int err = errno;
+            if (done > 0) {
+                /* With O_APPEND the offset is the end of what we wrote. */
+                off_t end = lseek(fd, 0, SEEK_CUR);
+                if (end >= (off_t)done) {
+                    (void)ftruncate(fd, end - (off_t)done);
+                }
+            }
+            errno = err;
             return -1;
         }
-        buf += n;
-        size -= (size_t)n;
+        done += (size_t)n;
     }
     return 0;
 }
@@ -202,6 +215,9 @@ perf_map_open(const char **reason)
         return -1;
     }
     perf_map_size = lseek(perf_map_fd, 0, SEEK_END);
+    if (perf_map_size < 0) {
+        perf_map_size = 0;
+    }
     return 0;
 }
 
@@ -214,54 +230,80 @@ perf_map_close(void)
     }
 }
 
-/* Append "src" to the name being built in buf[*len ... size), replacing
-   characters that would break the line-based map format. */
-static void
-append_name_part(char *buf, size_t *len, size_t size, PyObject *str)
+/* Encode a code object's name or file name for the map.  Return a new
+   bytes object, or NULL (without an exception set) on failure. */
+static PyObject *
+encode_name(PyObject *str)
 {
-    PyObject *bytes = NULL;
-    const char *src = "?";
-    Py_ssize_t n = 1;
-    if (PyUnicode_Check(str)) {
-        /* backslashreplace: file names may hold lone surrogates. */
-        bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
-        if (bytes != NULL) {
-            src = PyBytes_AS_STRING(bytes);
-            n = PyBytes_GET_SIZE(bytes);
-        }
-        else {
-            PyErr_Clear();
-        }
+    if (!PyUnicode_Check(str)) {
+        return NULL;
     }
-    for (Py_ssize_t i = 0; i < n && *len + 1 < size; i++) {
+    /* backslashreplace: file names may hold lone surrogates. */
+    PyObject *bytes = PyUnicode_AsEncodedString(str, "utf-8",
+                                                "backslashreplace");
+    if (bytes == NULL) {
+        PyErr_Clear();
+    }
+    return bytes;
+}
+
+/* Copy a name into the line, replacing characters that would break the
+   line-based format (the newline above all). */
+static char *
+copy_name(char *dst, PyObject *bytes)
+{
+    if (bytes == NULL) {
+        *dst++ = '?';
+        return dst;
+    }
+    const char *src = PyBytes_AS_STRING(bytes);
+    Py_ssize_t n = PyBytes_GET_SIZE(bytes);
+    for (Py_ssize_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)src[i];
-        buf[(*len)++] = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        *dst++ = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
     }
-    Py_XDECREF(bytes);
+    return dst;
 }
 
 static int
 perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
-    char line[1024];
-    int len = PyOS_snprintf(line, sizeof(line), "%" PRIxPTR " %zx py::",
+    PyObject *qualname = encode_name(co->co_qualname);
+    PyObject *filename = encode_name(co->co_filename);
+    size_t names = (qualname ? (size_t)PyBytes_GET_SIZE(qualname) : 1)
+                   + (filename ? (size_t)PyBytes_GET_SIZE(filename) : 1);
+    /* "ADDR SIZE py::" + names + ':' + '\n' */
+    size_t needed = 2 * 3 * sizeof(uintptr_t) + 8 + names;
+    char small[512];
+    char *line = needed <= sizeof(small) ? small : PyMem_RawMalloc(needed);
+    int res = -1;
+    if (line == NULL) {
+        errno = ENOMEM;
+        goto done;
+    }
+    int len = PyOS_snprintf(line, needed, "%" PRIxPTR " %zx py::",
                             (uintptr_t)code, size);
-    assert(len > 0 && (size_t)len < sizeof(line));
-    size_t pos = (size_t)len;
-    /* Keep room for ':' and the final newline; over-long names are
-       truncated, a line is never split. */
-    append_name_part(line, &pos, sizeof(line) - 2, co->co_qualname);
-    line[pos++] = ':';
-    append_name_part(line, &pos, sizeof(line) - 1, co->co_filename);
-    line[pos++] = '\n';
+    assert(len > 0 && (size_t)len < needed);
+    char *end = copy_name(line + len, qualname);
+    *end++ = ':';
+    end = copy_name(end, filename);
+    *end++ = '\n';
+    assert((size_t)(end - line) <= needed);
     /* One write() per line: with O_APPEND the line reaches the file whole
        and at once, even with other writers, so a profile taken while the
        process still runs can resolve it. */
-    if (write_all(perf_map_fd, line, pos) < 0) {
-        return -1;
+    if (write_all(perf_map_fd, line, (size_t)(end - line)) == 0) {
+        off_t pos = lseek(perf_map_fd, 0, SEEK_CUR);
+        perf_map_size = pos >= 0 ? pos : perf_map_size + (end - line);
+        res = 0;
     }
-    perf_map_size += (off_t)pos;
-    return 0;
+    if (line != small) {
+        PyMem_RawFree(line);
+    }
+done:
+    Py_XDECREF(qualname);
+    Py_XDECREF(filename);
+    return res;
 }
 
 static int
@@ -374,6 +416,36 @@ new_arena(void)
     return 0;
 }
 
+uintptr_t
+_PyPerfTrampoline_ComputeStackLimit(void)
+{
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+    uintptr_t limit = 0;
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0
+            && here > (uintptr_t)addr && here - (uintptr_t)addr <= size)
+        {
+            /* Keep a quarter of the stack (64 KiB to 2 MiB) for the C
+               recursion that happens without trampolines too. */
+            size_t reserve = size / 4;
+            reserve = Py_MAX(reserve, (size_t)64 * 1024);
+            reserve = Py_MIN(reserve, (size_t)2 * 1024 * 1024);
+            limit = (uintptr_t)addr + reserve;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    if (limit == 0) {
+        /* Unknown stack: assume no more than 256 KiB below this point. */
+        const uintptr_t assumed = 256 * 1024;
+        limit = here > assumed ? here - assumed / 2 : 1;
+    }
+    _PyPerfTrampoline_stack_limit = limit;
+    return limit;
+}
+
 /* Give "co" a trampoline and describe it.  Return NULL if that is not
    possible; the frame then runs without one.  Never raises: the caller may
    be starting a frame with an exception set (generator.throw()). */
@@ -422,6 +494,9 @@ PyObject *
 _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
+    if (!_PyPerfTrampoline_HaveStack()) {
+        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+    }
     PyCodeObject *co = frame->f_code;
     void *extra = NULL;
     if (co->co_extra != NULL) {

@@ -26,14 +26,38 @@ struct _PyInterpreterFrame;
 /* Non-zero while a backend is active.  Read on every frame entry. */
 PyAPI_DATA(int) _PyPerfTrampoline_active;
 
+/* A trampolined Python call costs C stack, which an inlined call does not.
+   Below this address (per thread; 0 until computed) calls are not
+   trampolined any more, so that deep recursion behaves as without
+   trampolines instead of overflowing the C stack. */
+extern __thread uintptr_t _PyPerfTrampoline_stack_limit;
+PyAPI_FUNC(uintptr_t) _PyPerfTrampoline_ComputeStackLimit(void);
+
 static inline int
 _PyPerfTrampoline_IsActive(void)
 {
     return _PyPerfTrampoline_active;
 }
+
+/* Is there enough C stack left to enter a trampoline? */
+static inline int
+_PyPerfTrampoline_HaveStack(void)
+{
+    uintptr_t limit = _PyPerfTrampoline_stack_limit;
+    if (limit == 0) {
+        limit = _PyPerfTrampoline_ComputeStackLimit();
+    }
+    return (uintptr_t)__builtin_frame_address(0) > limit;
+}
 #else
 static inline int
 _PyPerfTrampoline_IsActive(void)
+{
+    return 0;
+}
+
+static inline int
+_PyPerfTrampoline_HaveStack(void)
 {
     return 0;
 }
