@@ -11,6 +11,7 @@ test_multiprocessing_fork"}
 
 note "checking the trampoline template"
 "$TOP/Tools/perf/check-asm.sh"
+"$TOP/Tools/perf/check-unsupported.sh"
 
 results=$BUILD/test-results.xml
 rm -f "$results"
