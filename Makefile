@@ -6,13 +6,20 @@
 #   make patch    write build/cpython-3.11.2-perf-trampoline.patch and check it
 #   make refresh  turn edits made in build/cpython back into our files
 #
+#   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
+#   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
+#   make test-asan   our tests and the thread/fork tests under ASan and UBSan
+#   make bench       pristine vs patched (inactive) vs -X perf, side by side
+#
 # PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
 # source instead of Debian's source package.
 
 TOOLS = Tools/perf
-export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS
+export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS \
+	ROUNDS BENCH_JSON BENCH_ARGS
 
-.PHONY: all build deps demo test patch refresh clean distclean
+.PHONY: all build deps demo test patch refresh test-full abi-check test-asan bench \
+	clean distclean
 
 all: build
 
@@ -35,10 +42,25 @@ patch: deps
 refresh:
 	@$(TOOLS)/refresh.sh
 
+test-full: build
+	@$(TOOLS)/test-full.sh
+
+abi-check: build
+	@$(TOOLS)/deps.sh --abi
+	@$(TOOLS)/abi-check.sh
+
+test-asan: deps
+	@$(TOOLS)/test-asan.sh
+
+bench: build
+	@$(TOOLS)/bench.sh
+
 # Keep the downloads and the pristine tree; rebuild everything else.
 clean:
-	rm -rf build/obj build/cpython build/python build/*.stamp \
-		build/assembled-files.txt build/demo build/*.log build/*.patch
+	rm -rf build/obj build/cpython build/python build/python-gdb.py \
+		build/*.stamp build/assembled-files.txt build/demo build/*.log \
+		build/*.patch build/abi build/asan build/test-results.xml \
+		build/pristine-obj
 
 distclean:
 	rm -rf build

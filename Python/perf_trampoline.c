@@ -120,6 +120,13 @@ static size_t trampoline_stride = 0;   /* distance between two of them */
 static int arena_failed = 0;
 /* Set when a description could not be written, for the same reason. */
 static int write_failed = 0;
+/* Set by tests to make arena allocation fail. */
+static int fail_arenas_for_testing = 0;
+
+/* Statistics, for tests and benchmarks. */
+static size_t stat_arena_bytes = 0;
+static size_t stat_trampolines = 0;
+static size_t stat_written_bytes = 0;
 
 
 /* perf map backend *********************************************************/
@@ -295,6 +302,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
     if (write_all(perf_map_fd, line, (size_t)(end - line)) == 0) {
         off_t pos = lseek(perf_map_fd, 0, SEEK_CUR);
         perf_map_size = pos >= 0 ? pos : perf_map_size + (end - line);
+        stat_written_bytes += (size_t)(end - line);
         res = 0;
     }
     if (line != small) {
@@ -388,6 +396,10 @@ new_arena(void)
     if (page > 0) {
         size = _Py_SIZE_ROUND_UP(size, (size_t)page);
     }
+    if (fail_arenas_for_testing) {
+        errno = ENOMEM;
+        return -1;
+    }
     char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (mem == MAP_FAILED) {
@@ -413,6 +425,7 @@ new_arena(void)
     }
     next_trampoline = mem;
     arena_limit = mem + size;
+    stat_arena_bytes += size;
     return 0;
 }
 
@@ -478,6 +491,7 @@ compile_trampoline(PyCodeObject *co)
     }
     else {
         next_trampoline += trampoline_stride;
+        stat_trampolines++;
         if (active_backend->write_entry(code, trampoline_size, co) < 0) {
             write_failed = 1;
             PySys_FormatStderr(
@@ -575,6 +589,22 @@ _PyPerfTrampoline_Fini(void)
     _PyPerfTrampoline_Deactivate();
 }
 
+void
+_PyPerfTrampoline_SetArenaFailureForTesting(int fail)
+{
+    fail_arenas_for_testing = fail;
+}
+
+PyObject *
+_PyPerfTrampoline_GetStats(void)
+{
+    return Py_BuildValue("{snsnsnsn}",
+                         "arena_bytes", (Py_ssize_t)stat_arena_bytes,
+                         "trampolines", (Py_ssize_t)stat_trampolines,
+                         "trampoline_size", (Py_ssize_t)trampoline_size,
+                         "written_bytes", (Py_ssize_t)stat_written_bytes);
+}
+
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */
 
 static const trampoline_backend perf_map_backend = {
@@ -606,6 +636,20 @@ _PyPerfTrampoline_AfterFork_Child(void)
 void
 _PyPerfTrampoline_Fini(void)
 {
+}
+
+void
+_PyPerfTrampoline_SetArenaFailureForTesting(int Py_UNUSED(fail))
+{
+}
+
+PyObject *
+_PyPerfTrampoline_GetStats(void)
+{
+    return Py_BuildValue("{snsnsnsn}", "arena_bytes", (Py_ssize_t)0,
+                         "trampolines", (Py_ssize_t)0,
+                         "trampoline_size", (Py_ssize_t)0,
+                         "written_bytes", (Py_ssize_t)0);
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -87,6 +87,12 @@ extern void _PyPerfTrampoline_Deactivate(void);
 extern void _PyPerfTrampoline_AfterFork_Child(void);
 extern void _PyPerfTrampoline_Fini(void);
 
+/* For tests (_testinternalcapi) and benchmarks: make arena allocation
+   fail, and get counters (arena bytes mapped, trampolines handed out,
+   bytes of one trampoline, bytes written to description files). */
+PyAPI_FUNC(void) _PyPerfTrampoline_SetArenaFailureForTesting(int fail);
+PyAPI_FUNC(PyObject *) _PyPerfTrampoline_GetStats(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -2351,5 +2351,125 @@ class TestRealPerf(PerfTestCase):
         self.assertEqual(names[:10], [])
 
 
+@requires_trampoline
+@support.requires_subprocess()
+class TestFaults(PerfTestCase):
+    """Failures of the machinery and hostile events."""
+
+    def test_arena_allocation_failure(self):
+        import_helper.import_module("_testinternalcapi")
+        pid, rc, out, err, script = self.run_script("""
+            import json, os, sys, _testinternalcapi
+
+            def work_XTAGX(n):
+                return sum(helper_XTAGX(i) for i in range(n))
+
+            def helper_XTAGX(i):
+                return i * i
+
+            _testinternalcapi.perf_trampoline_fail_arenas(True)
+            sys.activate_stack_trampoline("perf")
+            results = [work_XTAGX(100), work_XTAGX(10)]
+            failed_stats = _testinternalcapi.get_perf_trampoline_stats()
+            # Activating again after the failure tries again.
+            _testinternalcapi.perf_trampoline_fail_arenas(False)
+            sys.deactivate_stack_trampoline()
+            sys.activate_stack_trampoline("perf")
+            def later_XTAGX():
+                return "later"
+            results.append(later_XTAGX())
+            print(json.dumps([results, failed_stats["trampolines"]]))
+            print(os.getpid())
+        """)
+        lines = out.splitlines()
+        self.assertEqual(json.loads(lines[0]), [[328350, 285, "later"], 0])
+        warnings = [line for line in err.splitlines() if line.strip()]
+        self.assertEqual(len(warnings), 1, err)
+        self.assertIn("cannot allocate memory for perf trampolines",
+                      warnings[0])
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::work_{self.tag}:{script}", 0)
+        self.assert_symbol_count(
+            text, f"py::later_{self.tag}:{script}", 1)
+
+    def test_many_code_objects(self):
+        # One trampoline and one map line per code object, and a bounded
+        # amount of executable memory for each.
+        count = 100_000
+        import_helper.import_module("_testinternalcapi")
+        pid, rc, out, err, script = self.run_script("""
+            import json, os, sys, types, _testinternalcapi
+
+            def template_XTAGX(x):
+                return x + 1
+
+            code = template_XTAGX.__code__
+            funcs = [types.FunctionType(code.replace(
+                        co_name=f"many{i}",
+                        co_qualname=f"many_XTAGX_{i}"), {})
+                     for i in range(COUNT)]
+            sys.activate_stack_trampoline("perf")
+            before = _testinternalcapi.get_perf_trampoline_stats()
+            total = 0
+            for f in funcs:
+                total += f(1)
+            after = _testinternalcapi.get_perf_trampoline_stats()
+            sys.deactivate_stack_trampoline()
+            print(json.dumps([total, before, after]))
+            print(os.getpid())
+        """.replace("COUNT", str(count)))
+        total, before, after = json.loads(out.splitlines()[0])
+        self.assertEqual(total, 2 * count)
+        text = self.assert_map_file(pid)
+        entries = [e for e in parse_map(text)
+                   if e[2].startswith(f"py::many_{self.tag}_")]
+        self.assertEqual(len(entries), count)
+        self.assertEqual(len({e[2] for e in entries}), count)
+        self.assert_no_overlap(entries)
+        trampolines = after["trampolines"] - before["trampolines"]
+        arena_bytes = after["arena_bytes"] - before["arena_bytes"]
+        self.assertEqual(trampolines, count)
+        per_code = arena_bytes / count
+        if support.verbose:
+            print(f"\n    {count} code objects: {arena_bytes} bytes of "
+                  f"trampoline arenas, {per_code:.1f} bytes per code "
+                  f"object ({after['trampoline_size']} bytes of code "
+                  f"each); {after['written_bytes']} map bytes written",
+                  file=sys.stderr)
+        self.assertLessEqual(per_code, 64)
+
+    SIGINT_SCRIPT = """
+        import os, signal, sys, threading, traceback
+
+        def spin_XTAGX(depth):
+            if depth:
+                return spin_XTAGX(depth - 1)
+            threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT)).start()
+            while True:
+                pass
+
+        def generator_XTAGX():
+            yield spin_XTAGX(150)
+
+        try:
+            list(generator_XTAGX())
+        except KeyboardInterrupt as exc:
+            frames = traceback.extract_tb(exc.__traceback__)
+            print([(f.name, f.lineno) for f in frames][:5], len(frames))
+        print(os.getpid())
+    """
+
+    def test_sigint_deep_in_trampolines(self):
+        results = []
+        for flags in ((), ("-X", "perf")):
+            pid, rc, out, err, script = self.run_script(self.SIGINT_SCRIPT,
+                                                        flags=flags)
+            self.assertEqual(err, "")
+            results.append(out.splitlines()[0])
+        self.assertEqual(results[0], results[1])
+        # <module>, the generator and 151 levels of spin_XTAGX().
+        self.assertEqual(results[1].split()[-1], "153")
+
+
 if __name__ == "__main__":
     unittest.main()

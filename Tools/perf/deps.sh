@@ -9,10 +9,15 @@ PACKAGES="build-essential pkg-config patch xz-utils python3
 zlib1g-dev libffi-dev libssl-dev libbz2-dev liblzma-dev libsqlite3-dev
 libreadline-dev libncurses-dev uuid-dev libexpat1-dev libgdbm-dev
 libgdbm-compat-dev autoconf2.69 autoconf-archive quilt linux-perf gdb"
-case "${1:-}" in
-    # "make test" also checks that the template assembles for aarch64.
-    --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu" ;;
-esac
+for arg in "$@"; do
+    case "$arg" in
+        # "make test" also checks that the template assembles for aarch64.
+        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu" ;;
+        --abi) PACKAGES="$PACKAGES abigail-tools" ;;
+        --bench) PACKAGES="$PACKAGES hyperfine" ;;
+        *) die "unknown option $arg" ;;
+    esac
+done
 
 missing=""
 for p in $PACKAGES; do

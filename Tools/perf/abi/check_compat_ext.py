@@ -1,0 +1,42 @@
+"""Run by "make abi-check" with the patched interpreter and -X perf: use an
+extension module compiled against pristine 3.11.2 headers."""
+
+import sys
+
+import compat_ext
+
+assert sys.is_stack_trampoline_active(), "run with -X perf"
+
+
+def where():
+    return compat_ext.caller()
+
+
+def add(a, b):
+    return a + b
+
+
+def gen():
+    yield compat_ext.call(add, 1, 2)
+
+
+# Calls from C into trampolined Python code, and frames seen from C.
+assert compat_ext.call(add, 2, 3) == 5
+assert list(gen()) == [3]
+assert where() == ("where", 12), where()
+
+# Our own co_extra slot next to the one the patch reserves.
+index = compat_ext.tag_code(add.__code__, 12345)
+assert index >= 1, index
+assert compat_ext.get_tag(add.__code__) == 12345
+assert add(1, 1) == 2
+assert compat_ext.get_tag(add.__code__) == 12345
+
+def temporary():
+    return 1
+
+temporary()
+compat_ext.tag_code(temporary.__code__, 7)
+del temporary
+assert compat_ext.freed() == 1, compat_ext.freed()
+print("compat_ext: ok")

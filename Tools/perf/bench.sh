@@ -1,0 +1,22 @@
+#!/bin/bash
+# "make bench": pristine 3.11.2 (built once under build/pristine-obj with the
+# same flags), the patched interpreter with the feature inactive, and with
+# -X perf, compared side by side.  ROUNDS=N (default 5), BENCH_JSON=file.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+POBJ=$BUILD/pristine-obj
+mkdir -p "$POBJ"
+if [ ! -x "$POBJ/python" ]; then
+    note "building pristine $PY_VERSION in $POBJ (once)"
+    (cd "$POBJ" && "$PRISTINE/configure" -q CFLAGS="$OPT_CFLAGS") \
+        || die "configure of pristine failed"
+    make -C "$POBJ" -j"$(nproc)" >"$POBJ/make.log" 2>&1 \
+        || { tail -30 "$POBJ/make.log" >&2; die "build of pristine failed"; }
+fi
+note "benchmarking (rounds: ${ROUNDS:-5}); this takes a few minutes"
+"$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-5}" \
+    --config "pristine=$POBJ/python" \
+    --config "inactive=$BUILD/python" \
+    --config "perf=$BUILD/python,-X,perf" \
+    ${BENCH_JSON:+--json "$BENCH_JSON"} ${BENCH_ARGS:-}

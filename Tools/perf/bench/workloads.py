@@ -1,0 +1,223 @@
+"""Benchmark workloads for perf trampolines ("make bench").
+
+Run as: python workloads.py NAME LOOPS
+Prints one JSON object: the CPU seconds the workload took, the peak RSS and,
+where available, the perf trampoline counters.  Plain Python only, so every
+configuration (pristine, patched, patched with -X perf) runs the same code.
+"""
+
+import json
+import resource
+import sys
+import time
+
+
+def recursive_calls(loops):
+    def fib(n):
+        return n if n < 2 else fib(n - 1) + fib(n - 2)
+    for _ in range(loops):
+        fib(20)
+
+
+def method_calls(loops):
+    class Point:
+        def __init__(self, x, y):
+            self.x = x
+            self.y = y
+
+        def norm2(self):
+            return self.x * self.x + self.y * self.y
+
+        def scaled(self, k):
+            return Point(self.x * k, self.y * k)
+
+    p = Point(3, 4)
+    for _ in range(loops):
+        total = 0
+        for i in range(2000):
+            total += p.scaled(i).norm2()
+
+
+def generators(loops):
+    def numbers(n):
+        for i in range(n):
+            yield i
+
+    def squares(it):
+        for x in it:
+            yield x * x
+
+    for _ in range(loops):
+        sum(squares(numbers(5000)))
+
+
+def coroutines(loops):
+    async def leaf(x):
+        return x + 1
+
+    async def middle(x):
+        return await leaf(x) + await leaf(x)
+
+    async def top(n):
+        total = 0
+        for i in range(n):
+            total += await middle(i)
+        return total
+
+    for _ in range(loops):
+        coro = top(2000)
+        try:
+            coro.send(None)
+        except StopIteration:
+            pass
+
+
+def comprehensions(loops):
+    def double(x):
+        return 2 * x
+
+    def keep(x):
+        return x % 3 != 0
+
+    for _ in range(loops):
+        [double(x) for x in range(3000) if keep(x)]
+        {x: double(x) for x in range(1000)}
+
+
+def closures_and_kwargs(loops):
+    def make_adder(n):
+        def add(x, *, scale=1):
+            return (x + n) * scale
+        return add
+
+    add5 = make_adder(5)
+    for _ in range(loops):
+        total = 0
+        for i in range(2000):
+            total += add5(i, scale=2) + add5(i)
+
+
+def instantiation(loops):
+    class Node:
+        __slots__ = ("value", "next")
+
+        def __init__(self, value, next=None):
+            self.value = value
+            self.next = next
+
+    class Plain:
+        def __init__(self, a, b):
+            self.a = a
+            self.b = b
+
+    for _ in range(loops):
+        head = None
+        for i in range(2000):
+            head = Node(i, head)
+            Plain(i, head)
+
+
+def dunder_methods(loops):
+    class Vec:
+        def __init__(self, x, y):
+            self.x = x
+            self.y = y
+
+        def __add__(self, other):
+            return Vec(self.x + other.x, self.y + other.y)
+
+        def __getitem__(self, i):
+            return self.x if i == 0 else self.y
+
+        def __eq__(self, other):
+            return self.x == other.x and self.y == other.y
+
+        @property
+        def length2(self):
+            return self.x * self.x + self.y * self.y
+
+    for _ in range(loops):
+        v = Vec(0, 0)
+        one = Vec(1, 1)
+        for i in range(1000):
+            v = v + one
+            v[0] + v[1] + v.length2
+            v == one
+
+
+def exceptions(loops):
+    def level3(i):
+        if i % 2:
+            raise ValueError(i)
+        return i
+
+    def level2(i):
+        return level3(i)
+
+    def level1(i):
+        try:
+            return level2(i)
+        except ValueError:
+            return -1
+
+    for _ in range(loops):
+        for i in range(1000):
+            level1(i)
+
+
+def numeric_loop(loops):
+    for _ in range(loops):
+        x = 0.0
+        for i in range(20000):
+            x = x * 0.5 + i * 1.5
+
+
+def import_stdlib(loops):
+    # A fresh process runs this once: what matters is first-time imports.
+    import argparse, asyncio, csv, dataclasses, decimal, email.message  # noqa
+    import fractions, http.client, json, logging, pathlib, pickle  # noqa
+    import sqlite3, statistics, subprocess, tarfile, typing, unittest  # noqa
+    import urllib.request, uuid, xml.etree.ElementTree, zipfile  # noqa
+
+
+WORKLOADS = {
+    "recursive_calls": (recursive_calls, 30),
+    "method_calls": (method_calls, 60),
+    "generators": (generators, 80),
+    "coroutines": (coroutines, 60),
+    "comprehensions": (comprehensions, 80),
+    "closures_kwargs": (closures_and_kwargs, 80),
+    "instantiation": (instantiation, 80),
+    "dunder_methods": (dunder_methods, 80),
+    "exceptions": (exceptions, 80),
+    "numeric_loop": (numeric_loop, 40),
+    "import_stdlib": (import_stdlib, 1),
+}
+
+
+def main():
+    name = sys.argv[1]
+    func, loops = WORKLOADS[name]
+    if len(sys.argv) > 2:
+        loops = int(sys.argv[2])
+    if name != "import_stdlib":
+        func(1)                          # warm up (specialization)
+    start = time.process_time()
+    func(loops)
+    seconds = time.process_time() - start
+    result = {
+        "seconds": seconds,
+        "maxrss_kib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss,
+    }
+    try:
+        import _testinternalcapi
+        stats = _testinternalcapi.get_perf_trampoline_stats()
+    except (ImportError, AttributeError):
+        stats = None
+    if stats is not None:
+        result["trampoline_stats"] = stats
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
