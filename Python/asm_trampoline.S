@@ -17,6 +17,16 @@
     .text
     .globl  _Py_trampoline_func_start
     .globl  _Py_trampoline_func_end
+/* Points inside the template where the frame changes, for the unwind
+   information of the perf_jit backend (offsets from the start). */
+    .globl  _Py_trampoline_func_pushed
+    .globl  _Py_trampoline_func_framed
+    .globl  _Py_trampoline_func_popped
+    .hidden _Py_trampoline_func_start
+    .hidden _Py_trampoline_func_end
+    .hidden _Py_trampoline_func_pushed
+    .hidden _Py_trampoline_func_framed
+    .hidden _Py_trampoline_func_popped
 
 #if defined(__x86_64__)
 
@@ -27,9 +37,12 @@ _Py_trampoline_func_start:
     endbr64
     /* Keep the frame-pointer chain intact for frame-pointer unwinding. */
     push    %rbp
+_Py_trampoline_func_pushed:
     mov     %rsp, %rbp
+_Py_trampoline_func_framed:
     call    *%rcx
     pop     %rbp
+_Py_trampoline_func_popped:
     ret
 _Py_trampoline_func_end:
     .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
@@ -78,9 +91,12 @@ _Py_trampoline_func_start:
     hint    #34                     /* bti c */
     PERF_SIGN_LR
     stp     x29, x30, [sp, -16]!
+_Py_trampoline_func_pushed:
     mov     x29, sp
+_Py_trampoline_func_framed:
     blr     x3
     ldp     x29, x30, [sp], 16
+_Py_trampoline_func_popped:
     PERF_AUTH_LR
     ret
 _Py_trampoline_func_end:

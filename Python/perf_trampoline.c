@@ -15,7 +15,11 @@
        ADDR SIZE py::QUALNAME:FILENAME
 
    to /tmp/perf-PID.map, the format perf reads for code without ELF
-   symbols.
+   symbols.  The "perf_jit" backend instead writes a jitdump,
+   /tmp/jit-PID.dump: each trampoline with its code and the DWARF unwind
+   information (.eh_frame) that describes its prologue and epilogue, so
+   that perf can unwind through it with --call-graph dwarf in builds
+   without frame pointers (after "perf inject --jit").
 
    Memory: trampolines are carved out of anonymous mappings ("arenas") that
    are filled with copies of the template while writable and then made
@@ -32,8 +36,10 @@
    active, those make a C call through the callee's trampoline instead.
 
    All state here is process-wide and protected by the GIL.  A code
-   object's trampoline is kept in co_extra, at an index that is reserved
-   when each interpreter is created. */
+   object's trampoline is kept in co_extra, at an index per backend that is
+   reserved when each interpreter is created: a trampoline is always
+   described by the backend it was made for, and each backend spaces its
+   trampolines as its consumers need. */
 
 #include "Python.h"
 #include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()
@@ -42,6 +48,7 @@
 #include "pycore_interp.h"        // PyInterpreterState.co_extra_user_count
 #include "pycore_perf_trampoline.h"
 #include "pycore_pystate.h"       // _PyInterpreterState_GET()
+#include <time.h>                 // clock_gettime()
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 #  include <fcntl.h>              // open()
@@ -55,7 +62,21 @@
 /* Backends ****************************************************************/
 
 typedef struct {
+    char *next;             /* next free trampoline of the current arena */
+    char *limit;            /* end of the current arena */
+} trampoline_pool;
+
+typedef struct {
     const char *name;
+    /* co_extra index of the code objects' trampolines for this backend */
+    Py_ssize_t extra_index;
+    /* Distance between two trampolines; 0 means the template size rounded
+       up to TRAMPOLINE_ALIGN. */
+    size_t stride;
+    /* Add a unique 8-byte tag after each copy of the template (reported
+       as part of its code), so no two trampolines have the same bytes. */
+    int unique_tag;
+    trampoline_pool *pool;
     /* Start a new description file for this process.  Return 0 on
        success; on failure return -1 with errno set and *reason set to a
        static description. */
@@ -73,9 +94,11 @@ typedef struct {
 } trampoline_backend;
 
 static const trampoline_backend perf_map_backend;
+static const trampoline_backend perf_jit_backend;
 
 static const trampoline_backend *const backends[] = {
     &perf_map_backend,
+    &perf_jit_backend,
 };
 
 static const trampoline_backend *
@@ -101,20 +124,18 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
                                    _PyFrameEvalFunction);
 
 int _PyPerfTrampoline_active = 0;
+Py_ssize_t _PyPerfTrampoline_extra_index = 0;
 __thread uintptr_t _PyPerfTrampoline_stack_limit = 0;
 
 /* The active backend, or NULL. */
 static const trampoline_backend *active_backend = NULL;
 
-/* Arenas: trampolines are handed out from next_trampoline up to
-   arena_limit, each TRAMPOLINE_ALIGN-aligned so that no address of one
-   lies within the range reported for another. */
+/* Arenas: each backend hands out trampolines from its own arenas, each
+   at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within
+   the range reported for another. */
 #define TRAMPOLINE_ALIGN 16
 #define ARENA_SIZE (64 * 1024)
-static char *next_trampoline = NULL;
-static char *arena_limit = NULL;
-static size_t trampoline_size = 0;     /* code bytes of one trampoline */
-static size_t trampoline_stride = 0;   /* distance between two of them */
+static size_t template_size = 0;        /* bytes of the template */
 /* Set when an arena could not be mapped: no new trampolines are made
    until the next activation, so the failure is reported once. */
 static int arena_failed = 0;
@@ -138,13 +159,14 @@ static off_t perf_map_size = 0;
 static char perf_map_path[64];
 
 static int
-open_description_file(const char *path, int *fd_out, const char **reason)
+open_description_file(const char *path, int access_mode, int *fd_out,
+                      const char **reason)
 {
     /* O_NOFOLLOW: never write through a symbolic link an attacker planted
        in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
        interpreter.  The file is private to the user (0600). */
     int fd = open(path,
-                  O_WRONLY | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC
+                  access_mode | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC
                   | O_NONBLOCK,
                   0600);
     if (fd < 0) {
@@ -218,7 +240,8 @@ perf_map_open(const char **reason)
     assert(perf_map_fd < 0);
     PyOS_snprintf(perf_map_path, sizeof(perf_map_path),
                   "/tmp/perf-%ld.map", (long)getpid());
-    if (open_description_file(perf_map_path, &perf_map_fd, reason) < 0) {
+    if (open_description_file(perf_map_path, O_WRONLY, &perf_map_fd,
+                              reason) < 0) {
         return -1;
     }
     perf_map_size = lseek(perf_map_fd, 0, SEEK_END);
@@ -300,8 +323,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
        and at once, even with other writers, so a profile taken while the
        process still runs can resolve it. */
     if (write_all(perf_map_fd, line, (size_t)(end - line)) == 0) {
-        off_t pos = lseek(perf_map_fd, 0, SEEK_CUR);
-        perf_map_size = pos >= 0 ? pos : perf_map_size + (end - line);
+        perf_map_size += (off_t)(end - line);
         stat_written_bytes += (size_t)(end - line);
         res = 0;
     }
@@ -365,8 +387,12 @@ perf_map_after_fork_child(const char **reason)
     return res;
 }
 
+static trampoline_pool perf_map_pool;
+
 static const trampoline_backend perf_map_backend = {
     .name = "perf",
+    .extra_index = 0,
+    .pool = &perf_map_pool,
     .open = perf_map_open,
     .write_entry = perf_map_write_entry,
     .after_fork_child = perf_map_after_fork_child,
@@ -375,24 +401,547 @@ static const trampoline_backend perf_map_backend = {
 };
 
 
+/* perf_jit backend: jitdump ***********************************************/
+
+/* The jitdump format is specified in the Linux sources
+   (tools/perf/Documentation/jitdump-specification.txt).  For each
+   trampoline we write a JIT_CODE_UNWINDING_INFO record (an .eh_frame with
+   one CIE and one FDE, then an .eh_frame_hdr indexing it) followed by the
+   JIT_CODE_LOAD record it applies to.  "perf inject --jit" turns each load
+   into a small ELF file whose .text starts at file offset
+   JITDUMP_TEXT_OFFSET (the size of the ELF header), followed by the
+   .eh_frame at the next 8-byte boundary and the .eh_frame_hdr; the
+   pc-relative addresses below are computed for that layout. */
+
+#define JITDUMP_MAGIC 0x4A695444
+#define JITDUMP_VERSION 1
+#define JIT_CODE_LOAD 0
+#define JIT_CODE_UNWINDING_INFO 4
+#define JITDUMP_TEXT_OFFSET 64          /* sizeof(Elf64_Ehdr) */
+/* Distance between two perf_jit trampolines: perf maps each one together
+   with its unwind information, and those maps must not overlap. */
+#define JIT_TRAMPOLINE_STRIDE 256
+
+#if defined(__x86_64__)
+#  define JITDUMP_ELF_MACH 62           /* EM_X86_64 */
+#  define DWARF_SP 7
+#  define DWARF_FP 6
+#  define DWARF_RA 16
+#  define DWARF_CODE_ALIGN 1
+#else
+#  define JITDUMP_ELF_MACH 183          /* EM_AARCH64 */
+#  define DWARF_SP 31
+#  define DWARF_FP 29
+#  define DWARF_RA 30
+#  define DWARF_CODE_ALIGN 4
+#endif
+#define DWARF_DATA_ALIGN (-8)
+
+/* DWARF call frame instructions and pointer encodings. */
+#define DW_CFA_advance_loc 0x40
+#define DW_CFA_offset 0x80
+#define DW_CFA_restore 0xc0
+#define DW_CFA_def_cfa 0x0c
+#define DW_CFA_def_cfa_register 0x0d
+#define DW_CFA_def_cfa_offset 0x0e
+#define DW_CFA_AARCH64_negate_ra_state 0x2d
+#define DW_EH_PE_udata4 0x03
+#define DW_EH_PE_sdata4 0x0b
+#define DW_EH_PE_pcrel 0x10
+#define DW_EH_PE_datarel 0x30
+
+extern const char _Py_trampoline_func_pushed[];
+extern const char _Py_trampoline_func_framed[];
+extern const char _Py_trampoline_func_popped[];
+
+static int jitdump_fd = -1;
+static void *jitdump_mapping = NULL;
+static size_t jitdump_mapping_size = 0;
+static char jitdump_path[64];
+static uint64_t jitdump_code_index = 0;
+/* Bytes this process had written to its dump, for a forked child. */
+static off_t jitdump_size = 0;
+
+typedef struct {
+    unsigned char *buf;
+    size_t len;
+    size_t cap;
+} byte_buffer;
+
+static void
+put_bytes(byte_buffer *b, const void *data, size_t size)
+{
+    assert(b->len + size <= b->cap);
+    memcpy(b->buf + b->len, data, size);
+    b->len += size;
+}
+
+static void
+put_u8(byte_buffer *b, uint8_t v)
+{
+    put_bytes(b, &v, 1);
+}
+
+static void
+put_u32(byte_buffer *b, uint32_t v)
+{
+    put_bytes(b, &v, 4);
+}
+
+static void
+put_u64(byte_buffer *b, uint64_t v)
+{
+    put_bytes(b, &v, 8);
+}
+
+static void
+put_uleb128(byte_buffer *b, uint32_t v)
+{
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        put_u8(b, byte | (v ? 0x80 : 0));
+    } while (v);
+}
+
+static void
+put_sleb128(byte_buffer *b, int32_t v)
+{
+    for (;;) {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;   /* arithmetic shift */
+        if ((v == 0 && !(byte & 0x40)) || (v == -1 && (byte & 0x40))) {
+            put_u8(b, byte);
+            return;
+        }
+        put_u8(b, byte | 0x80);
+    }
+}
+
+static void
+patch_u32(byte_buffer *b, size_t pos, uint32_t v)
+{
+    memcpy(b->buf + pos, &v, 4);
+}
+
+/* Advance the location of a CFA program from *loc to new_loc (bytes). */
+static void
+advance_to(byte_buffer *b, size_t *loc, size_t new_loc)
+{
+    size_t delta = (new_loc - *loc) / DWARF_CODE_ALIGN;
+    assert(new_loc >= *loc && delta < 0x40);
+    if (delta) {
+        put_u8(b, DW_CFA_advance_loc | (uint8_t)delta);
+    }
+    *loc = new_loc;
+}
+
+/* Append .eh_frame (CIE, FDE, terminator) and .eh_frame_hdr describing a
+   trampoline of code_size bytes; return the size of .eh_frame_hdr. */
+static size_t
+write_unwind_info(byte_buffer *b, size_t code_size)
+{
+    size_t start = b->len;
+    /* Where perf's ELF file puts the sections (see above). */
+    int64_t text_addr = JITDUMP_TEXT_OFFSET;
+    int64_t eh_frame_addr = _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + code_size,
+                                              8);
+
+    /* CIE: the state at the first instruction; the return address is
+       just above the stack pointer on x86-64, in x30 on aarch64. */
+    size_t cie = b->len;
+    put_u32(b, 0);                      /* length, patched below */
+    put_u32(b, 0);                      /* CIE id */
+    put_u8(b, 1);                       /* version */
+    put_bytes(b, "zR", 3);              /* augmentation */
+    put_uleb128(b, DWARF_CODE_ALIGN);
+    put_sleb128(b, DWARF_DATA_ALIGN);
+    put_uleb128(b, DWARF_RA);
+    put_uleb128(b, 1);                  /* augmentation data length */
+    put_u8(b, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* FDE pointers */
+#if defined(__x86_64__)
+    put_u8(b, DW_CFA_def_cfa);
+    put_uleb128(b, DWARF_SP);
+    put_uleb128(b, 8);
+    put_u8(b, DW_CFA_offset | DWARF_RA);
+    put_uleb128(b, 1);                  /* at CFA-8 */
+#else
+    put_u8(b, DW_CFA_def_cfa);
+    put_uleb128(b, DWARF_SP);
+    put_uleb128(b, 0);
+#endif
+    while ((b->len - cie) % 8) {
+        put_u8(b, 0);                   /* DW_CFA_nop */
+    }
+    patch_u32(b, cie, (uint32_t)(b->len - cie - 4));
+
+    /* FDE: how the prologue and epilogue move the CFA. */
+    size_t fde = b->len;
+    put_u32(b, 0);                      /* length, patched below */
+    put_u32(b, (uint32_t)(b->len - cie));          /* CIE pointer */
+    int64_t field_addr = eh_frame_addr + (int64_t)(b->len - start);
+    put_u32(b, (uint32_t)(int32_t)(text_addr - field_addr));  /* pc begin */
+    put_u32(b, (uint32_t)code_size);    /* pc range */
+    put_uleb128(b, 0);                  /* augmentation data length */
+    size_t pushed = _Py_trampoline_func_pushed - _Py_trampoline_func_start;
+    size_t framed = _Py_trampoline_func_framed - _Py_trampoline_func_start;
+    size_t popped = _Py_trampoline_func_popped - _Py_trampoline_func_start;
+    size_t loc = 0;
+#if defined(__x86_64__)
+    advance_to(b, &loc, pushed);        /* push %rbp */
+    put_u8(b, DW_CFA_def_cfa_offset);
+    put_uleb128(b, 16);
+    put_u8(b, DW_CFA_offset | DWARF_FP);
+    put_uleb128(b, 2);                  /* at CFA-16 */
+    advance_to(b, &loc, framed);        /* mov %rsp, %rbp */
+    put_u8(b, DW_CFA_def_cfa_register);
+    put_uleb128(b, DWARF_FP);
+    advance_to(b, &loc, popped);        /* pop %rbp */
+    put_u8(b, DW_CFA_def_cfa);
+    put_uleb128(b, DWARF_SP);
+    put_uleb128(b, 8);
+    put_u8(b, DW_CFA_restore | DWARF_FP);
+#else
+#  if defined(__ARM_FEATURE_PAC_DEFAULT)
+    advance_to(b, &loc, pushed - 4);    /* paci[ab]sp signed x30 */
+    put_u8(b, DW_CFA_AARCH64_negate_ra_state);
+#  endif
+    advance_to(b, &loc, pushed);        /* stp x29, x30, [sp, -16]! */
+    put_u8(b, DW_CFA_def_cfa_offset);
+    put_uleb128(b, 16);
+    put_u8(b, DW_CFA_offset | DWARF_FP);
+    put_uleb128(b, 2);                  /* at CFA-16 */
+    put_u8(b, DW_CFA_offset | DWARF_RA);
+    put_uleb128(b, 1);                  /* at CFA-8 */
+    advance_to(b, &loc, framed);        /* mov x29, sp */
+    put_u8(b, DW_CFA_def_cfa_register);
+    put_uleb128(b, DWARF_FP);
+    advance_to(b, &loc, popped);        /* ldp x29, x30, [sp], 16 */
+    put_u8(b, DW_CFA_def_cfa);
+    put_uleb128(b, DWARF_SP);
+    put_uleb128(b, 0);
+    put_u8(b, DW_CFA_restore | DWARF_FP);
+    put_u8(b, DW_CFA_restore | DWARF_RA);
+#  if defined(__ARM_FEATURE_PAC_DEFAULT)
+    advance_to(b, &loc, popped + 4);    /* auti[ab]sp */
+    put_u8(b, DW_CFA_AARCH64_negate_ra_state);
+#  endif
+#endif
+    while ((b->len - fde) % 8) {
+        put_u8(b, 0);                   /* DW_CFA_nop */
+    }
+    patch_u32(b, fde, (uint32_t)(b->len - fde - 4));
+    put_u32(b, 0);                      /* end of .eh_frame */
+
+    /* .eh_frame_hdr: a one-entry search table. */
+    size_t hdr = b->len;
+    int64_t hdr_addr = eh_frame_addr + (int64_t)(hdr - start);
+    put_u8(b, 1);                       /* version */
+    put_u8(b, DW_EH_PE_pcrel | DW_EH_PE_sdata4);   /* eh_frame_ptr */
+    put_u8(b, DW_EH_PE_udata4);                     /* fde_count */
+    put_u8(b, DW_EH_PE_datarel | DW_EH_PE_sdata4);  /* table */
+    put_u32(b, (uint32_t)(int32_t)(eh_frame_addr - (hdr_addr + 4)));
+    put_u32(b, 1);
+    put_u32(b, (uint32_t)(int32_t)(text_addr - hdr_addr));
+    put_u32(b, (uint32_t)(int32_t)(eh_frame_addr + (int64_t)(fde - start)
+                                   - hdr_addr));
+    return b->len - hdr;
+}
+
+static uint64_t
+monotonic_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static const char *
+jitdump_get_path(void)
+{
+    return jitdump_path;
+}
+
+static void
+jitdump_close(void)
+{
+    if (jitdump_mapping != NULL) {
+        munmap(jitdump_mapping, jitdump_mapping_size);
+        jitdump_mapping = NULL;
+    }
+    if (jitdump_fd >= 0) {
+        close(jitdump_fd);
+        jitdump_fd = -1;
+    }
+}
+
+static int
+jitdump_open(const char **reason)
+{
+    assert(jitdump_fd < 0);
+    PyOS_snprintf(jitdump_path, sizeof(jitdump_path),
+                  "/tmp/jit-%ld.dump", (long)getpid());
+    if (open_description_file(jitdump_path, O_RDWR, &jitdump_fd,
+                              reason) < 0) {
+        return -1;
+    }
+    /* A dump left by an earlier process with the same PID describes code
+       that no longer exists: start afresh.  Within one process, a second
+       activation appends to the dump of the first. */
+    off_t size = lseek(jitdump_fd, 0, SEEK_END);
+    static long header_pid = 0;
+    if (size <= 0 || header_pid != (long)getpid()) {
+        if (ftruncate(jitdump_fd, 0) < 0) {
+            goto error;
+        }
+        unsigned char header_buf[40];
+        byte_buffer h = {header_buf, 0, sizeof(header_buf)};
+        put_u32(&h, JITDUMP_MAGIC);
+        put_u32(&h, JITDUMP_VERSION);
+        put_u32(&h, (uint32_t)sizeof(header_buf));
+        put_u32(&h, JITDUMP_ELF_MACH);
+        put_u32(&h, 0);                 /* padding */
+        put_u32(&h, (uint32_t)getpid());
+        put_u64(&h, monotonic_ns());
+        put_u64(&h, 0);                 /* flags */
+        if (write_all(jitdump_fd, (const char *)header_buf, h.len) < 0) {
+            goto error;
+        }
+        header_pid = (long)getpid();
+        size = (off_t)h.len;
+    }
+    jitdump_size = size;
+    /* perf record learns about the dump from this executable mapping. */
+    long page = sysconf(_SC_PAGESIZE);
+    jitdump_mapping_size = page > 0 ? (size_t)page : 4096;
+    jitdump_mapping = mmap(NULL, jitdump_mapping_size, PROT_READ | PROT_EXEC,
+                           MAP_PRIVATE, jitdump_fd, 0);
+    if (jitdump_mapping == MAP_FAILED) {
+        jitdump_mapping = NULL;
+        int err = errno;
+        *reason = (err == EPERM || err == EACCES)
+                  ? "cannot map it executable (is /tmp mounted noexec?)"
+                  : strerror(err);
+        jitdump_close();
+        errno = err;
+        return -1;
+    }
+    return 0;
+
+error:
+    {
+        int err = errno;
+        *reason = strerror(err);
+        jitdump_close();
+        errno = err;
+        return -1;
+    }
+}
+
+static int
+jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
+{
+    PyObject *qualname = encode_name(co->co_qualname);
+    PyObject *filename = encode_name(co->co_filename);
+    size_t names = (qualname ? (size_t)PyBytes_GET_SIZE(qualname) : 1)
+                   + (filename ? (size_t)PyBytes_GET_SIZE(filename) : 1);
+    /* Both records: unwinding info (header, 3 sizes, at most 256 bytes of
+       tables, padding) then code load (header, fixed fields, name, code). */
+    size_t needed = 16 + 24 + 256 + 8 + 16 + 40 + 4 + names + 2 + size;
+    unsigned char small[1024];
+    unsigned char *mem = needed <= sizeof(small) ? small
+                                                 : PyMem_RawMalloc(needed);
+    int res = -1;
+    if (mem == NULL) {
+        errno = ENOMEM;
+        goto done;
+    }
+    byte_buffer b = {mem, 0, needed};
+    uint64_t now = monotonic_ns();
+
+    size_t rec = b.len;
+    put_u32(&b, JIT_CODE_UNWINDING_INFO);
+    put_u32(&b, 0);                     /* total size, patched below */
+    put_u64(&b, now);
+    size_t sizes = b.len;
+    put_u64(&b, 0);                     /* unwinding_size */
+    put_u64(&b, 0);                     /* eh_frame_hdr_size */
+    put_u64(&b, 0);                     /* mapped_size */
+    size_t tables = b.len;
+    size_t hdr_size = write_unwind_info(&b, size);
+    uint64_t unwind_size = b.len - tables;
+    memcpy(b.buf + sizes, &unwind_size, 8);
+    uint64_t hdr_size64 = hdr_size;
+    memcpy(b.buf + sizes + 8, &hdr_size64, 8);
+    uint64_t mapped = _Py_SIZE_ROUND_UP(unwind_size, 8);
+    memcpy(b.buf + sizes + 16, &mapped, 8);
+    assert(_Py_SIZE_ROUND_UP(size, 8) + mapped <= JIT_TRAMPOLINE_STRIDE);
+    while ((b.len - rec) % 8) {
+        put_u8(&b, 0);
+    }
+    patch_u32(&b, rec + 4, (uint32_t)(b.len - rec));
+
+    rec = b.len;
+    put_u32(&b, JIT_CODE_LOAD);
+    put_u32(&b, 0);                     /* total size, patched below */
+    put_u64(&b, now);
+    put_u32(&b, (uint32_t)getpid());
+    put_u32(&b, (uint32_t)PyThread_get_thread_native_id());
+    put_u64(&b, (uint64_t)(uintptr_t)code);    /* vma */
+    put_u64(&b, (uint64_t)(uintptr_t)code);    /* code address */
+    put_u64(&b, size);
+    put_u64(&b, jitdump_code_index++);
+    put_bytes(&b, "py::", 4);
+    b.len = (size_t)((unsigned char *)copy_name((char *)b.buf + b.len,
+                                                qualname) - b.buf);
+    put_u8(&b, ':');
+    b.len = (size_t)((unsigned char *)copy_name((char *)b.buf + b.len,
+                                                filename) - b.buf);
+    put_u8(&b, 0);
+    put_bytes(&b, code, size);
+    patch_u32(&b, rec + 4, (uint32_t)(b.len - rec));
+
+    /* Both records in one write(), so they stay together. */
+    if (write_all(jitdump_fd, (const char *)b.buf, b.len) == 0) {
+        jitdump_size += (off_t)b.len;
+        stat_written_bytes += b.len;
+        res = 0;
+    }
+    if (mem != small) {
+        PyMem_RawFree(mem);
+    }
+done:
+    Py_XDECREF(qualname);
+    Py_XDECREF(filename);
+    return res;
+}
+
+static int
+jitdump_after_fork_child(const char **reason)
+{
+    /* The child's dump starts with the parent's records, rewritten for the
+       child's PID, so that the trampolines it inherited resolve. */
+    int parent_fd = jitdump_fd;
+    off_t parent_size = jitdump_size;
+    jitdump_fd = -1;
+    if (jitdump_mapping != NULL) {
+        /* Not the child's dump. */
+        munmap(jitdump_mapping, jitdump_mapping_size);
+        jitdump_mapping = NULL;
+    }
+    char *old = NULL;
+    int res = -1;
+    if (parent_size > 0) {
+        old = PyMem_RawMalloc((size_t)parent_size);
+        if (old == NULL) {
+            *reason = "out of memory";
+            goto done;
+        }
+        off_t got = 0;
+        while (got < parent_size) {
+            ssize_t n = pread(parent_fd, old + got,
+                              (size_t)(parent_size - got), got);
+            if (n < 0 && errno == EINTR) {
+                continue;
+            }
+            if (n <= 0) {
+                break;
+            }
+            got += n;
+        }
+        parent_size = got;
+    }
+    if (jitdump_open(reason) < 0) {
+        goto done;
+    }
+    /* Skip the parent's header (40 bytes); patch PID and TID of each load
+       record to the child's. */
+    uint32_t pid = (uint32_t)getpid();
+    uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
+    off_t pos = 40;
+    while (pos + 16 <= parent_size) {
+        uint32_t id, total;
+        memcpy(&id, old + pos, 4);
+        memcpy(&total, old + pos + 4, 4);
+        if (total < 16 || pos + total > parent_size) {
+            break;
+        }
+        if (id == JIT_CODE_LOAD && total >= 24) {
+            memcpy(old + pos + 16, &pid, 4);
+            memcpy(old + pos + 20, &tid, 4);
+        }
+        pos += total;
+    }
+    if (pos > 40) {
+        if (write_all(jitdump_fd, old + 40, (size_t)(pos - 40)) < 0) {
+            *reason = strerror(errno);
+            goto done;
+        }
+        jitdump_size += pos - 40;
+    }
+    res = 0;
+done:
+    PyMem_RawFree(old);
+    if (parent_fd >= 0) {
+        close(parent_fd);
+    }
+    return res;
+}
+
+static trampoline_pool perf_jit_pool;
+
+static const trampoline_backend perf_jit_backend = {
+    .name = "perf_jit",
+    .extra_index = 1,
+    .stride = JIT_TRAMPOLINE_STRIDE,
+    .unique_tag = 1,
+    .pool = &perf_jit_pool,
+    .open = jitdump_open,
+    .write_entry = jitdump_write_entry,
+    .after_fork_child = jitdump_after_fork_child,
+    .close = jitdump_close,
+    .path = jitdump_get_path,
+};
+
+
 /* Arenas and trampolines ***************************************************/
 
 static void
 init_template(void)
 {
-    if (trampoline_size != 0) {
-        return;
+    if (template_size == 0) {
+        template_size = (size_t)(_Py_trampoline_func_end
+                                 - _Py_trampoline_func_start);
     }
-    trampoline_size = (size_t)(_Py_trampoline_func_end
-                               - _Py_trampoline_func_start);
-    trampoline_stride = _Py_SIZE_ROUND_UP(trampoline_size, TRAMPOLINE_ALIGN);
+}
+
+/* Bytes a backend reports as one trampoline's code. */
+static size_t
+code_size(const trampoline_backend *backend)
+{
+    if (backend->unique_tag) {
+        return _Py_SIZE_ROUND_UP(template_size, 8) + 8;
+    }
+    return template_size;
+}
+
+static size_t
+stride(const trampoline_backend *backend)
+{
+    if (backend->stride) {
+        return backend->stride;
+    }
+    return _Py_SIZE_ROUND_UP(template_size, TRAMPOLINE_ALIGN);
 }
 
 static int
-new_arena(void)
+new_arena(const trampoline_backend *backend)
 {
     long page = sysconf(_SC_PAGESIZE);
     size_t size = ARENA_SIZE;
+    size_t step = stride(backend);
     if (page > 0) {
         size = _Py_SIZE_ROUND_UP(size, (size_t)page);
     }
@@ -411,10 +960,14 @@ new_arena(void)
 #else
     memset(mem, 0, size);       /* udf #0 on aarch64 */
 #endif
-    for (size_t off = 0; off + trampoline_stride <= size;
-         off += trampoline_stride)
-    {
-        memcpy(mem + off, _Py_trampoline_func_start, trampoline_size);
+    for (size_t off = 0; off + step <= size; off += step) {
+        memcpy(mem + off, _Py_trampoline_func_start, template_size);
+        if (backend->unique_tag) {
+            /* Never executed: the trampoline's own address. */
+            uint64_t tag = (uint64_t)(uintptr_t)(mem + off);
+            memcpy(mem + off + _Py_SIZE_ROUND_UP(template_size, 8),
+                   &tag, sizeof(tag));
+        }
     }
     __builtin___clear_cache(mem, mem + size);
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
@@ -423,8 +976,8 @@ new_arena(void)
         errno = err;
         return -1;
     }
-    next_trampoline = mem;
-    arena_limit = mem + size;
+    backend->pool->next = mem;
+    backend->pool->limit = mem + size;
     stat_arena_bytes += size;
     return 0;
 }
@@ -459,19 +1012,21 @@ _PyPerfTrampoline_ComputeStackLimit(void)
     return limit;
 }
 
-/* Give "co" a trampoline and describe it.  Return NULL if that is not
-   possible; the frame then runs without one.  Never raises: the caller may
-   be starting a frame with an exception set (generator.throw()). */
+/* Give "co" a trampoline of the active backend and describe it.  Return
+   NULL if that is not possible; the frame then runs without one.  Never
+   raises: the caller may be starting a frame with an exception set
+   (generator.throw()). */
 static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
+    const trampoline_backend *backend = active_backend;
+    trampoline_pool *pool = backend->pool;
+    size_t step = stride(backend);
     if (arena_failed || write_failed) {
         return NULL;
     }
-    if (next_trampoline == NULL
-        || arena_limit - next_trampoline < (ptrdiff_t)trampoline_stride)
-    {
-        if (new_arena() < 0) {
+    if (pool->next == NULL || (size_t)(pool->limit - pool->next) < step) {
+        if (new_arena(backend) < 0) {
             arena_failed = 1;
             PySys_FormatStderr(
                 "Warning: cannot allocate memory for perf trampolines "
@@ -480,24 +1035,23 @@ compile_trampoline(PyCodeObject *co)
             return NULL;
         }
     }
-    char *code = next_trampoline;
+    char *code = pool->next;
 
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
-    int res = _PyCode_SetExtra((PyObject *)co,
-                               _PyPerfTrampoline_CODE_EXTRA_INDEX, code);
+    int res = _PyCode_SetExtra((PyObject *)co, backend->extra_index, code);
     if (res < 0) {
         PyErr_Clear();
     }
     else {
-        next_trampoline += trampoline_stride;
+        pool->next += step;
         stat_trampolines++;
-        if (active_backend->write_entry(code, trampoline_size, co) < 0) {
+        if (backend->write_entry(code, code_size(backend), co) < 0) {
             write_failed = 1;
             PySys_FormatStderr(
                 "Warning: cannot write to %s (%s); Python functions "
                 "started from now on will not appear in native profiles\n",
-                active_backend->path(), strerror(errno));
+                backend->path(), strerror(errno));
         }
     }
     PyErr_Restore(exc, val, tb);
@@ -512,12 +1066,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
         return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
     }
     PyCodeObject *co = frame->f_code;
-    void *extra = NULL;
-    if (co->co_extra != NULL) {
-        (void)_PyCode_GetExtra((PyObject *)co,
-                               _PyPerfTrampoline_CODE_EXTRA_INDEX, &extra);
-    }
-    py_trampoline f = (py_trampoline)extra;
+    py_trampoline f = (py_trampoline)_PyPerfTrampoline_Lookup(co);
     if (f == NULL) {
         f = compile_trampoline(co);
         if (f == NULL) {
@@ -530,11 +1079,13 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void
 _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
 {
-    /* Reserve co_extra slot 0 before anything else can request one, so the
-       slot has the same index in every interpreter. */
+    /* Reserve the co_extra slots before anything else can request one, so
+       they have the same indexes in every interpreter. */
     assert(interp->co_extra_user_count == 0);
-    interp->co_extra_freefuncs[_PyPerfTrampoline_CODE_EXTRA_INDEX] = NULL;
-    interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_INDEX + 1;
+    for (int i = 0; i < _PyPerfTrampoline_CODE_EXTRA_SLOTS; i++) {
+        interp->co_extra_freefuncs[i] = NULL;
+    }
+    interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
 }
 
 static int
@@ -551,6 +1102,7 @@ activate(const trampoline_backend *backend, const char **reason)
     arena_failed = 0;
     write_failed = 0;
     active_backend = backend;
+    _PyPerfTrampoline_extra_index = backend->extra_index;
     _PyPerfTrampoline_active = 1;
     return 0;
 }
@@ -601,7 +1153,7 @@ _PyPerfTrampoline_GetStats(void)
     return Py_BuildValue("{snsnsnsn}",
                          "arena_bytes", (Py_ssize_t)stat_arena_bytes,
                          "trampolines", (Py_ssize_t)stat_trampolines,
-                         "trampoline_size", (Py_ssize_t)trampoline_size,
+                         "trampoline_size", (Py_ssize_t)template_size,
                          "written_bytes", (Py_ssize_t)stat_written_bytes);
 }
 
@@ -609,6 +1161,10 @@ _PyPerfTrampoline_GetStats(void)
 
 static const trampoline_backend perf_map_backend = {
     .name = "perf",
+};
+
+static const trampoline_backend perf_jit_backend = {
+    .name = "perf_jit",
 };
 
 PyObject *
@@ -729,28 +1285,47 @@ xoption_enable_value(const wchar_t *xoption)
     return enable_value(value);
 }
 
+/* The backend that -X perf, -X perf_jit, PYTHONPERFSUPPORT and
+   PYTHON_PERF_JIT_SUPPORT select, or NULL.  -X options win over the
+   environment; among each, perf_jit wins over perf. */
+static const trampoline_backend *
+backend_from_config(const PyConfig *config)
+{
+    const wchar_t *x_jit = _Py_get_xoption(&config->xoptions, L"perf_jit");
+    const wchar_t *x_perf = _Py_get_xoption(&config->xoptions, L"perf");
+    if (x_jit != NULL || x_perf != NULL) {
+        if (x_jit != NULL && xoption_enable_value(x_jit)) {
+            return &perf_jit_backend;
+        }
+        if (x_perf != NULL && xoption_enable_value(x_perf)) {
+            return &perf_map_backend;
+        }
+        return NULL;
+    }
+    if (enable_value(_Py_GetEnv(config->use_environment,
+                                "PYTHON_PERF_JIT_SUPPORT"))) {
+        return &perf_jit_backend;
+    }
+    if (enable_value(_Py_GetEnv(config->use_environment,
+                                "PYTHONPERFSUPPORT"))) {
+        return &perf_map_backend;
+    }
+    return NULL;
+}
+
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
-    /* -X perf[=VALUE] wins over PYTHONPERFSUPPORT. */
-    int enable;
-    const wchar_t *xoption = _Py_get_xoption(&config->xoptions, L"perf");
-    if (xoption != NULL) {
-        enable = xoption_enable_value(xoption);
-    }
-    else {
-        enable = enable_value(_Py_GetEnv(config->use_environment,
-                                         "PYTHONPERFSUPPORT"));
-    }
-    if (!enable) {
+    const trampoline_backend *backend = backend_from_config(config);
+    if (backend == NULL) {
         return;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     const char *reason = NULL;
-    if (activate(&perf_map_backend, &reason) < 0) {
+    if (activate(backend, &reason) < 0) {
         PySys_FormatStderr(
             "Warning: perf trampolines not activated: cannot open %s: %s\n",
-            perf_map_backend.path(), reason);
+            backend->path(), reason);
     }
 #endif
 }

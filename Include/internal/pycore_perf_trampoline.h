@@ -15,16 +15,25 @@ extern "C" {
    (Linux perf and tools reading its map files) see one native frame per
    Python frame and can name it from /tmp/perf-PID.map. */
 
+#include "pycore_code.h"           // _PyCodeObjectExtra
+
 struct _PyInterpreterFrame;
 
-/* Index of the co_extra slot holding a code object's trampoline.  It is
-   reserved in every interpreter when the interpreter is created, so the
-   same index is valid in all of them. */
-#define _PyPerfTrampoline_CODE_EXTRA_INDEX 0
+/* The co_extra slots holding a code object's trampolines, one per backend
+   (0: "perf", 1: "perf_jit").  They are reserved in every interpreter when
+   the interpreter is created, so the indexes are valid in all of them. */
+#define _PyPerfTrampoline_CODE_EXTRA_SLOTS 2
+
+/* A trampoline: calls evaluator(tstate, frame, throwflag). */
+typedef PyObject *(*_PyPerfTrampoline_Func)(PyThreadState *,
+                                            struct _PyInterpreterFrame *,
+                                            int, _PyFrameEvalFunction);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 /* Non-zero while a backend is active.  Read on every frame entry. */
 PyAPI_DATA(int) _PyPerfTrampoline_active;
+/* co_extra index of the active backend's trampolines. */
+PyAPI_DATA(Py_ssize_t) _PyPerfTrampoline_extra_index;
 
 /* A trampolined Python call costs C stack, which an inlined call does not.
    Below this address (per thread; 0 until computed) calls are not
@@ -49,6 +58,19 @@ _PyPerfTrampoline_HaveStack(void)
     }
     return (uintptr_t)__builtin_frame_address(0) > limit;
 }
+
+/* The trampoline of the active backend for co, or NULL if it has none
+   yet.  Only valid while a backend is active. */
+static inline _PyPerfTrampoline_Func
+_PyPerfTrampoline_Lookup(PyCodeObject *co)
+{
+    _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
+    Py_ssize_t index = _PyPerfTrampoline_extra_index;
+    if (extra == NULL || extra->ce_size <= index) {
+        return NULL;
+    }
+    return (_PyPerfTrampoline_Func)extra->ce_extras[index];
+}
 #else
 static inline int
 _PyPerfTrampoline_IsActive(void)
@@ -60,6 +82,12 @@ static inline int
 _PyPerfTrampoline_HaveStack(void)
 {
     return 0;
+}
+
+static inline _PyPerfTrampoline_Func
+_PyPerfTrampoline_Lookup(PyCodeObject *Py_UNUSED(co))
+{
+    return NULL;
 }
 #endif
 

@@ -2471,5 +2471,492 @@ class TestFaults(PerfTestCase):
         self.assertEqual(results[1].split()[-1], "153")
 
 
+# jitdump (perf_jit backend) ------------------------------------------------
+
+JITDUMP_MAGIC = 0x4A695444
+JIT_CODE_LOAD = 0
+JIT_CODE_UNWINDING_INFO = 4
+ELF_TEXT_OFFSET = 64     # where "perf inject --jit" puts the code
+
+
+def jitdump_path(pid):
+    return f"/tmp/jit-{pid}.dump"
+
+
+def parse_jitdump(data):
+    """Return (header dict, [(id, timestamp, fields dict)])."""
+    import struct
+    (magic, version, total, mach, pad, pid, ts, flags) = struct.unpack_from(
+        "<IIIIIIQQ", data, 0)
+    header = dict(magic=magic, version=version, total_size=total,
+                  elf_mach=mach, pid=pid, timestamp=ts, flags=flags)
+    records = []
+    pos = total
+    while pos < len(data):
+        rid, size, ts = struct.unpack_from("<IIQ", data, pos)
+        if size < 16 or pos + size > len(data):
+            raise ValueError(f"bad record at {pos}: id {rid} size {size}")
+        body = data[pos + 16:pos + size]
+        if rid == JIT_CODE_LOAD:
+            pid, tid, vma, addr, csize, index = struct.unpack_from(
+                "<IIQQQQ", body, 0)
+            end = body.index(b"\0", 40)
+            name = body[40:end].decode("utf-8")
+            code = body[end + 1:end + 1 + csize]
+            fields = dict(pid=pid, tid=tid, vma=vma, code_addr=addr,
+                          code_size=csize, code_index=index, name=name,
+                          code=code, extra=len(body) - (end + 1 + csize))
+        elif rid == JIT_CODE_UNWINDING_INFO:
+            usize, hsize, msize = struct.unpack_from("<QQQ", body, 0)
+            fields = dict(unwinding_size=usize, eh_frame_hdr_size=hsize,
+                          mapped_size=msize, data=body[24:24 + usize],
+                          record_size=size)
+        else:
+            fields = {}
+        records.append((rid, ts, fields))
+        pos += size
+    return header, records
+
+
+def read_uleb(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            return result, pos
+
+
+def read_sleb(data, pos):
+    result = shift = 0
+    while True:
+        byte = data[pos]
+        pos += 1
+        result |= (byte & 0x7f) << shift
+        shift += 7
+        if not byte & 0x80:
+            if byte & 0x40:
+                result -= 1 << shift
+            return result, pos
+
+
+def decode_eh_frame(unwind, hdr_size, code_size):
+    """Decode the .eh_frame + .eh_frame_hdr of one trampoline as laid out
+    in the ELF file perf inject writes.  Return (fde_start, fde_range,
+    rows): rows maps a code offset to (cfa_reg, cfa_off, {reg: offset}) in
+    effect from that offset on."""
+    import struct
+    eh_frame = unwind[:len(unwind) - hdr_size]
+    hdr = unwind[len(unwind) - hdr_size:]
+    eh_addr = (ELF_TEXT_OFFSET + code_size + 7) // 8 * 8
+    hdr_addr = eh_addr + len(eh_frame)
+
+    # CIE
+    length, cie_id = struct.unpack_from("<Ii", eh_frame, 0)
+    assert cie_id == 0, cie_id
+    version = eh_frame[8]
+    aug_end = eh_frame.index(b"\0", 9)
+    aug = eh_frame[9:aug_end]
+    pos = aug_end + 1
+    code_align, pos = read_uleb(eh_frame, pos)
+    data_align, pos = read_sleb(eh_frame, pos)
+    ra_reg, pos = read_uleb(eh_frame, pos)
+    aug_len, pos = read_uleb(eh_frame, pos)
+    fde_enc = eh_frame[pos]
+    pos += aug_len
+    cie_insns = eh_frame[pos:4 + length]
+    cie = dict(version=version, augmentation=aug, code_align=code_align,
+               data_align=data_align, ra=ra_reg, fde_encoding=fde_enc)
+
+    # FDE
+    fde = 4 + length
+    flength, cie_ptr = struct.unpack_from("<II", eh_frame, fde)
+    assert fde + 4 - cie_ptr == 0, "CIE pointer"
+    (pc_rel,) = struct.unpack_from("<i", eh_frame, fde + 8)
+    pc_begin = eh_addr + fde + 8 + pc_rel
+    (pc_range,) = struct.unpack_from("<I", eh_frame, fde + 12)
+    pos = fde + 16
+    aug_len, pos = read_uleb(eh_frame, pos)
+    pos += aug_len
+    fde_insns = eh_frame[pos:fde + 4 + flength]
+    terminator = eh_frame[fde + 4 + flength:]
+    assert terminator == b"\0\0\0\0", terminator
+
+    # .eh_frame_hdr
+    version, ptr_enc, count_enc, table_enc = hdr[:4]
+    assert (version, ptr_enc, count_enc, table_enc) == (1, 0x1b, 0x03, 0x3b)
+    eh_ptr, count, loc, fde_ptr = struct.unpack_from("<iIii", hdr, 4)
+    hdr_info = dict(eh_frame=hdr_addr + 4 + eh_ptr - eh_addr, count=count,
+                    initial_loc=hdr_addr + loc, fde=hdr_addr + fde_ptr
+                    - eh_addr)
+
+    # Run the CFA programs.
+    state = {"cfa": None, "regs": {}}
+    rows = {}
+    loc = 0
+
+    def run(insns, initial):
+        nonlocal loc
+        pos = 0
+        while pos < len(insns):
+            op = insns[pos]
+            pos += 1
+            high, low = op & 0xc0, op & 0x3f
+            if high == 0x40:        # advance_loc
+                rows[loc] = (state["cfa"], dict(state["regs"]))
+                loc += low * code_align
+            elif high == 0x80:      # offset
+                off, pos = read_uleb(insns, pos)
+                state["regs"][low] = off * data_align
+            elif high == 0xc0:      # restore
+                if low in initial_regs:
+                    state["regs"][low] = initial_regs[low]
+                else:
+                    state["regs"].pop(low, None)
+            elif op == 0x0c:        # def_cfa
+                reg, pos = read_uleb(insns, pos)
+                off, pos = read_uleb(insns, pos)
+                state["cfa"] = (reg, off)
+            elif op == 0x0d:        # def_cfa_register
+                reg, pos = read_uleb(insns, pos)
+                state["cfa"] = (reg, state["cfa"][1])
+            elif op == 0x0e:        # def_cfa_offset
+                off, pos = read_uleb(insns, pos)
+                state["cfa"] = (state["cfa"][0], off)
+            elif op == 0x2d:        # AARCH64_negate_ra_state
+                state["regs"]["ra_signed"] = not state["regs"].get(
+                    "ra_signed", False)
+            elif op == 0x00:        # nop
+                pass
+            else:
+                raise ValueError(f"unexpected CFA opcode {op:#x}")
+
+    initial_regs = {}
+    run(cie_insns, True)
+    initial_regs = dict(state["regs"])
+    run(fde_insns, False)
+    rows[loc] = (state["cfa"], dict(state["regs"]))
+    return cie, pc_begin, pc_range, hdr_info, rows
+
+
+@requires_trampoline
+@support.requires_subprocess()
+class TestJitdump(PerfTestCase):
+    """The perf_jit backend's /tmp/jit-PID.dump, parsed here."""
+
+    SCRIPT = """
+        import os, sys
+
+        def leaf_XTAGX(x):
+            return x + 1
+
+        class Klass_XTAGX:
+            def method(self):
+                return leaf_XTAGX(1)
+
+        def gen_XTAGX():
+            yield Klass_XTAGX().method()
+
+        sys.activate_stack_trampoline("perf_jit")
+        assert sys.is_stack_trampoline_active()
+        print(list(gen_XTAGX()))
+        print(os.getpid())
+    """
+
+    def forget_dump(self, pid):
+        self.addCleanup(remove_path, jitdump_path(pid))
+
+    def run_jit_script(self, source=None, flags=(), env=None):
+        pid, rc, out, err, script = self.run_script(source or self.SCRIPT,
+                                                    flags=flags, env=env)
+        self.forget_dump(pid)
+        return pid, out, err, script
+
+    def read_dump(self, pid):
+        path = jitdump_path(pid)
+        st = os.lstat(path)
+        self.assertTrue(stat.S_ISREG(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        with open(path, "rb") as f:
+            return parse_jitdump(f.read())
+
+    def test_dump_contents(self):
+        pid, out, err, script = self.run_jit_script()
+        self.assertEqual(err, "")
+        self.assertEqual(out.splitlines()[0], "[2]")
+        header, records = self.read_dump(pid)
+        machine = platform.machine()
+        self.assertEqual(header["magic"], JITDUMP_MAGIC)
+        self.assertEqual(header["version"], 1)
+        self.assertEqual(header["total_size"], 40)
+        self.assertEqual(header["elf_mach"],
+                         {"x86_64": 62, "aarch64": 183}[machine])
+        self.assertEqual(header["pid"], pid)
+        self.assertGreater(len(records), 0)
+        # An unwinding record right before every load record.
+        ids = [rid for rid, _, _ in records]
+        self.assertEqual(ids, [JIT_CODE_UNWINDING_INFO, JIT_CODE_LOAD]
+                         * (len(ids) // 2))
+        loads = [f for rid, _, f in records if rid == JIT_CODE_LOAD]
+        names = [f["name"] for f in loads]
+        # (<module> was already running when the backend was activated.)
+        for qualname in (f"leaf_{self.tag}", f"Klass_{self.tag}.method",
+                         f"gen_{self.tag}"):
+            self.assertEqual(names.count(f"py::{qualname}:{script}"), 1,
+                             qualname)
+        self.assertEqual([f["code_index"] for f in loads],
+                         list(range(len(loads))))
+        timestamps = [ts for _, ts, _ in records]
+        self.assertEqual(timestamps, sorted(timestamps))
+        self.assertGreaterEqual(timestamps[0], header["timestamp"])
+        codes = [f["code"] for f in loads]
+        self.assertEqual(len(set(codes)), len(codes),
+                         "code blobs must all differ")
+        for f in loads:
+            self.assertEqual(f["pid"], pid)
+            self.assertEqual(f["vma"], f["code_addr"])
+            self.assertEqual(len(f["code"]), f["code_size"])
+            self.assertEqual(f["extra"], 0)
+            # The template, then the trampoline's own address as a tag.
+            self.assertEqual(f["code"][-8:],
+                             f["code_addr"].to_bytes(8, "little"))
+            self.assertEqual(f["code"][:-8], codes[0][:-8])
+        if machine == "x86_64":
+            self.assertEqual(codes[0][:12], bytes.fromhex(
+                "f30f1efa 55 4889e5 ffd1 5d c3".replace(" ", "")))
+        # perf maps each trampoline with its unwind info: no overlap.
+        unwinds = [f for rid, _, f in records
+                   if rid == JIT_CODE_UNWINDING_INFO]
+        spans = sorted((f["code_addr"], f["code_addr"]
+                        + (f["code_size"] + 7) // 8 * 8 + u["mapped_size"])
+                       for f, u in zip(loads, unwinds))
+        for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
+            self.assertLessEqual(e1, s2)
+
+    def test_unwind_info(self):
+        pid, out, err, script = self.run_jit_script()
+        header, records = self.read_dump(pid)
+        pairs = list(zip(records[::2], records[1::2]))
+        self.assertTrue(pairs)
+        for (uid, _, unwind), (lid, _, load) in pairs:
+            self.assertEqual((uid, lid),
+                             (JIT_CODE_UNWINDING_INFO, JIT_CODE_LOAD))
+            self.assertEqual(unwind["record_size"] % 8, 0)
+            self.assertGreaterEqual(unwind["mapped_size"],
+                                    unwind["unwinding_size"])
+            cie, begin, length, hdr, rows = decode_eh_frame(
+                unwind["data"], unwind["eh_frame_hdr_size"],
+                load["code_size"])
+            self.assertEqual(cie["augmentation"], b"zR")
+            self.assertEqual(cie["fde_encoding"], 0x1b)
+            self.assertEqual(begin, ELF_TEXT_OFFSET)
+            self.assertEqual(length, load["code_size"])
+            self.assertEqual(hdr["eh_frame"], 0)
+            self.assertEqual(hdr["count"], 1)
+            self.assertEqual(hdr["initial_loc"], ELF_TEXT_OFFSET)
+            self.assertGreater(hdr["fde"], 0)
+            if platform.machine() == "x86_64":
+                # rsp=7, rbp=6, return address=16
+                self.assertEqual(cie["ra"], 16)
+                self.assertEqual(cie["data_align"], -8)
+                self.assertEqual(rows, {
+                    0: ((7, 8), {16: -8}),          # endbr64
+                    5: ((7, 16), {16: -8, 6: -16}),  # after push %rbp
+                    8: ((6, 16), {16: -8, 6: -16}),  # after mov %rsp,%rbp
+                    11: ((7, 8), {16: -8}),          # after pop %rbp
+                })
+            else:
+                self.assertEqual(cie["ra"], 30)
+                self.assertEqual(rows[0], ((31, 0), {}))
+
+    def test_enabling_and_switching(self):
+        source = """
+            import os, sys
+            def f_XTAGX():
+                return sys.is_stack_trampoline_active()
+            print(f_XTAGX())
+            sys.activate_stack_trampoline("perf")
+            def g_XTAGX():
+                return 1
+            g_XTAGX()
+            sys.activate_stack_trampoline("perf_jit")
+            g_XTAGX()
+            sys.deactivate_stack_trampoline()
+            print(sys.is_stack_trampoline_active())
+            print(os.getpid())
+        """
+        cases = [
+            ((), {"PYTHON_PERF_JIT_SUPPORT": "1"}, "perf_jit"),
+            (("-X", "perf_jit"), {}, "perf_jit"),
+            (("-X", "perf_jit"), {"PYTHONPERFSUPPORT": "1"}, "perf_jit"),
+            (("-X", "perf"), {"PYTHON_PERF_JIT_SUPPORT": "1"}, "perf"),
+            (("-X", "perf_jit=0"), {"PYTHON_PERF_JIT_SUPPORT": "1"}, None),
+            (("-E",), {"PYTHON_PERF_JIT_SUPPORT": "1"}, None),
+            ((), {"PYTHON_PERF_JIT_SUPPORT": "abc"}, None),
+        ]
+        for flags, env, expected in cases:
+            with self.subTest(flags=flags, env=env):
+                pid, out, err, script = self.run_jit_script(
+                    source, flags=flags, env=self.make_env(**env))
+                self.assertEqual(err, "")
+                lines = out.splitlines()
+                self.assertEqual(lines[0], str(expected is not None))
+                self.assertEqual(lines[1], "False")
+                f_name = f"py::f_{self.tag}:{script}"
+                g_name = f"py::g_{self.tag}:{script}"
+                header, records = self.read_dump(pid)
+                jit_names = [f["name"] for rid, _, f in records
+                             if rid == JIT_CODE_LOAD]
+                map_text = self.read_map(pid) or ""
+                self.assertEqual(jit_names.count(f_name),
+                                 int(expected == "perf_jit"))
+                self.assertEqual(self.symbols(map_text).count(f_name),
+                                 int(expected == "perf"))
+                # Switching backends at run time: g is described by both.
+                self.assertEqual(jit_names.count(g_name), 1)
+                self.assertEqual(self.symbols(map_text).count(g_name), 1)
+
+    def test_fork(self):
+        source = """
+            import os, sys
+            def parent_XTAGX():
+                return 1
+            def child_XTAGX():
+                return 2
+            sys.activate_stack_trampoline("perf_jit")
+            parent_XTAGX()
+            pid = os.fork()
+            if pid == 0:
+                child_XTAGX()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            print(pid)
+            print(os.getpid())
+        """
+        pid, out, err, script = self.run_jit_script(source)
+        child = int(out.splitlines()[0])
+        self.forget_dump(child)
+        self.forget_map(child)
+        _, parent_records = self.read_dump(pid)
+        child_header, child_records = self.read_dump(child)
+        self.assertEqual(child_header["pid"], child)
+        pnames = [f["name"] for rid, _, f in parent_records
+                  if rid == JIT_CODE_LOAD]
+        cloads = [f for rid, _, f in child_records if rid == JIT_CODE_LOAD]
+        cnames = [f["name"] for f in cloads]
+        self.assertIn(f"py::parent_{self.tag}:{script}", cnames)
+        self.assertIn(f"py::child_{self.tag}:{script}", cnames)
+        self.assertNotIn(f"py::child_{self.tag}:{script}", pnames)
+        self.assertEqual({f["pid"] for f in cloads}, {child})
+
+    def test_open_failure(self):
+        source = """
+            import os, sys
+            path = f"/tmp/jit-{os.getpid()}.dump"
+            os.symlink("/tmp/does-not-exist-XTAGX", path)
+            try:
+                sys.activate_stack_trampoline("perf_jit")
+            except OSError as exc:
+                print(type(exc).__name__, exc.filename == path)
+            finally:
+                os.unlink(path)
+            print(sys.is_stack_trampoline_active())
+            print(os.getpid())
+        """
+        pid, out, err, script = self.run_jit_script(source)
+        self.assertEqual(out.splitlines()[:2], ["OSError True", "False"])
+        self.assertFalse(os.path.exists(f"/tmp/does-not-exist-{self.tag}"))
+
+
+def nofp_python():
+    """An interpreter built without frame pointers for the perf_jit test:
+    PYTHON_NOFP_INTERPRETER (make test builds one), or this one if it
+    lacks frame pointers."""
+    path = os.environ.get("PYTHON_NOFP_INTERPRETER")
+    if path:
+        return path
+    if not frame_pointers_enabled():
+        return sys.executable
+    return None
+
+
+@requires_trampoline
+@support.requires_subprocess()
+@unittest.skipUnless(sys.platform == "linux", "Linux perf")
+class TestRealPerfJit(PerfTestCase):
+    """perf record --call-graph dwarf + perf inject --jit on an interpreter
+    without frame pointers."""
+
+    SCRIPT = TestRealPerf.PERF_SCRIPT
+
+    def test_dwarf_unwinding_through_trampolines(self):
+        python = nofp_python()
+        if python is None:
+            self.skipTest("no interpreter without frame pointers: set "
+                          "PYTHON_NOFP_INTERPRETER (make test does)")
+        perf = shutil.which("perf")
+        if perf is None:
+            self.skipTest("perf is not installed")
+        script = self.write_script(self.SCRIPT)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        data = os.path.join(tmpdir, "perf.data")
+        injected = os.path.join(tmpdir, "perf.jit.data")
+        cmd = [perf, "record", "-k", "1", "-F", "499", "-g",
+               "--call-graph", "dwarf", "-e", "cpu-clock", "-o", data, "--",
+               python, "-X", "perf_jit", script]
+        proc = subprocess.run(cmd, stdin=subprocess.DEVNULL,
+                              capture_output=True, env=self.make_env(),
+                              timeout=support.LONG_TIMEOUT)
+        out = proc.stdout.decode()
+        if not out.strip().isdigit():
+            self.skipTest("perf record failed: "
+                          + proc.stderr.decode(errors="replace")[-300:])
+        pid = int(out)
+        self.forget_map(pid)
+        self.addCleanup(remove_path, jitdump_path(pid))
+        def remove_jitted():
+            for name in os.listdir("/tmp"):
+                if name.startswith(f"jitted-{pid}-") and name.endswith(".so"):
+                    os_helper.unlink(os.path.join("/tmp", name))
+        self.addCleanup(remove_jitted)
+        if proc.returncode != 0:
+            self.skipTest("perf record failed: "
+                          + proc.stderr.decode(errors="replace")[-300:])
+        proc = subprocess.run([perf, "inject", "--jit", "-i", data,
+                               "-o", injected], capture_output=True,
+                              timeout=support.LONG_TIMEOUT)
+        if proc.returncode != 0:
+            self.skipTest("perf inject --jit failed: "
+                          + proc.stderr.decode(errors="replace")[-300:])
+        proc = subprocess.run([perf, "script", "-i", injected],
+                              capture_output=True,
+                              timeout=support.LONG_TIMEOUT)
+        if proc.returncode != 0:
+            self.skipTest("perf script failed: "
+                          + proc.stderr.decode(errors="replace")[-300:])
+        samples = TestRealPerf.parse_perf_script(
+            self, proc.stdout.decode("utf-8", "replace"))
+        if len(samples) < 50:
+            self.skipTest(f"perf recorded only {len(samples)} samples")
+        in_foo = [s for s in samples if any("py::foo:" in f for f in s)]
+        self.assertTrue(in_foo, f"no sample names py::foo among "
+                                f"{len(samples)}")
+        good = 0
+        for frames in in_foo:
+            names = [f for f in frames if f.startswith("py::")]
+            short = [n.split(":")[2] for n in names[:3]]
+            if short == ["foo", "bar", "baz"]:
+                good += 1
+        ratio = good / len(in_foo)
+        if support.verbose:
+            print(f"\n    {good}/{len(in_foo)} samples in foo show "
+                  f"foo <- bar <- baz", file=sys.stderr)
+        self.assertGreaterEqual(ratio, 0.95,
+                                f"only {good} of {len(in_foo)} samples")
+
+
 if __name__ == "__main__":
     unittest.main()

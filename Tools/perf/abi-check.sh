@@ -15,15 +15,15 @@ ABI=$BUILD/abi
 mkdir -p "$ABI"
 
 build_lib() {   # build_lib NAME SRCDIR [TARGET...]
-    local dir=$ABI/$1 src=$2
+    local name=$1 dir=$ABI/$1 src=$2
     shift 2
     mkdir -p "$dir"
     if [ ! -f "$dir/config.status" ] || [ "$src/configure" -nt "$dir/config.status" ]; then
-        note "configuring $1 (--enable-shared)"
+        note "configuring $name (--enable-shared)"
         (cd "$dir" && "$src/configure" -q --enable-shared CFLAGS="$OPT_CFLAGS -g") \
             || die "configure of $dir failed"
     fi
-    note "building $(basename "$dir") libpython3.11.so $*"
+    note "building $name libpython3.11.so $*"
     make -C "$dir" -j"$(nproc)" libpython3.11.so "$@" >"$dir/make.log" 2>&1 \
         || { tail -30 "$dir/make.log" >&2; die "build of $dir failed"; }
 }

@@ -32,11 +32,12 @@ assert compat_ext.get_tag(add.__code__) == 12345
 assert add(1, 1) == 2
 assert compat_ext.get_tag(add.__code__) == 12345
 
-def temporary():
-    return 1
-
-temporary()
-compat_ext.tag_code(temporary.__code__, 7)
-del temporary
+# A code object that dies: our free function runs for it.
+namespace = {}
+exec(compile("def temporary():\n    return 1\n", "<temporary>", "exec"),
+     namespace)
+namespace["temporary"]()
+compat_ext.tag_code(namespace["temporary"].__code__, 7)
+namespace.clear()
 assert compat_ext.freed() == 1, compat_ext.freed()
 print("compat_ext: ok")
