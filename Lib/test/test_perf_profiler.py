@@ -2890,6 +2890,7 @@ class TestRealPerfJit(PerfTestCase):
     without frame pointers."""
 
     SCRIPT = TestRealPerf.PERF_SCRIPT
+    FRAME_RE = TestRealPerf.FRAME_RE
 
     def test_dwarf_unwinding_through_trampolines(self):
         python = nofp_python()

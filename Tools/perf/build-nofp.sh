@@ -14,5 +14,5 @@ if [ ! -f "$NOFP/config.status" ] || [ "$SRC/configure" -nt "$NOFP/config.status
         || die "configure failed ($NOFP/config.log)"
 fi
 note "building $NOFP/python"
-make -C "$NOFP" -j"$(nproc)" python >"$NOFP/make.log" 2>&1 \
+make -C "$NOFP" -j"$(nproc)" python pybuilddir.txt >"$NOFP/make.log" 2>&1 \
     || { tail -30 "$NOFP/make.log" >&2; die "build without frame pointers failed"; }

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Profile Tools/perf/demo.py with perf and print where the time went, by
 # Python function name.  BACKEND=perf (default) uses frame-pointer
-# unwinding and /tmp/perf-PID.map.
+# unwinding and /tmp/perf-PID.map.  BACKEND=perf_jit profiles an
+# interpreter built without frame pointers (build/nofp-obj) with DWARF
+# unwinding, the jitdump and "perf inject --jit".
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
@@ -20,8 +22,17 @@ perf)
     perf record -q -F 999 -g --call-graph=fp -e cpu-clock -o "$out/perf.data" \
         "$PY" -X perf "$TOP/Tools/perf/demo.py"
     ;;
+perf_jit)
+    "$TOP/Tools/perf/build-nofp.sh"
+    PY=$BUILD/nofp-obj/python
+    note "perf record -k 1 --call-graph dwarf $PY -X perf_jit Tools/perf/demo.py"
+    perf record -q -k 1 -F 499 -g --call-graph dwarf -e cpu-clock \
+        -o "$out/perf.raw.data" "$PY" -X perf_jit "$TOP/Tools/perf/demo.py"
+    note "perf inject --jit"
+    perf inject --jit -i "$out/perf.raw.data" -o "$out/perf.data"
+    ;;
 *)
-    die "unknown BACKEND=$BACKEND (known: perf)"
+    die "unknown BACKEND=$BACKEND (known: perf, perf_jit)"
     ;;
 esac
 

@@ -13,6 +13,10 @@ note "checking the trampoline template"
 "$TOP/Tools/perf/check-asm.sh"
 "$TOP/Tools/perf/check-unsupported.sh"
 
+# The perf_jit test profiles an interpreter without frame pointers.
+"$TOP/Tools/perf/build-nofp.sh"
+export PYTHON_NOFP_INTERPRETER=$BUILD/nofp-obj/python
+
 results=$BUILD/test-results.xml
 rm -f "$results"
 note "running: python -m test $(echo $TESTS)"
