@@ -152,7 +152,6 @@ static size_t stat_written_bytes = 0;
 
 /* perf map backend *********************************************************/
 
-static int perf_map_fd = -1;
 /* Bytes this process had appended to its map file, so a child can copy
    exactly what was there when it was forked. */
 static off_t perf_map_size = 0;
@@ -228,6 +227,56 @@ write_all(int fd, const char *buf, size_t size)
     return 0;
 }
 
+/* Append buf to the description file at path.  The file is opened for
+   each write and closed again: an interpreter with perf support active
+   must not keep a descriptor open that the program would see (in
+   /proc/self/fd, or inherited by children that list their descriptors). */
+static int
+append_to_file(const char *path, const char *buf, size_t size)
+{
+    int fd;
+    const char *reason;
+    if (open_description_file(path, O_WRONLY, &fd, &reason) < 0) {
+        return -1;
+    }
+    int res = write_all(fd, buf, size);
+    int err = errno;
+    close(fd);
+    errno = err;
+    return res;
+}
+
+/* Read the first size bytes of our description file at path into a new
+   PyMem_RawMalloc() buffer; set *got to the number of bytes read. */
+static char *
+read_file_prefix(const char *path, off_t size, off_t *got)
+{
+    *got = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+        && st.st_uid == geteuid() && size > 0)
+    {
+        buf = PyMem_RawMalloc((size_t)size);
+    }
+    while (buf != NULL && *got < size) {
+        ssize_t n = pread(fd, buf + *got, (size_t)(size - *got), *got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        *got += n;
+    }
+    close(fd);
+    return buf;
+}
+
 static const char *
 perf_map_get_path(void)
 {
@@ -237,27 +286,24 @@ perf_map_get_path(void)
 static int
 perf_map_open(const char **reason)
 {
-    assert(perf_map_fd < 0);
+    int fd;
     PyOS_snprintf(perf_map_path, sizeof(perf_map_path),
                   "/tmp/perf-%ld.map", (long)getpid());
-    if (open_description_file(perf_map_path, O_WRONLY, &perf_map_fd,
-                              reason) < 0) {
+    if (open_description_file(perf_map_path, O_WRONLY, &fd, reason) < 0) {
         return -1;
     }
-    perf_map_size = lseek(perf_map_fd, 0, SEEK_END);
+    perf_map_size = lseek(fd, 0, SEEK_END);
     if (perf_map_size < 0) {
         perf_map_size = 0;
     }
+    close(fd);
     return 0;
 }
 
 static void
 perf_map_close(void)
 {
-    if (perf_map_fd >= 0) {
-        close(perf_map_fd);
-        perf_map_fd = -1;
-    }
+    /* Nothing is kept open. */
 }
 
 /* Encode a code object's name or file name for the map.  Return a new
@@ -322,7 +368,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
     /* One write() per line: with O_APPEND the line reaches the file whole
        and at once, even with other writers, so a profile taken while the
        process still runs can resolve it. */
-    if (write_all(perf_map_fd, line, (size_t)(end - line)) == 0) {
+    if (append_to_file(perf_map_path, line, (size_t)(end - line)) == 0) {
         perf_map_size += (off_t)(end - line);
         stat_written_bytes += (size_t)(end - line);
         res = 0;
@@ -339,51 +385,34 @@ done:
 static int
 perf_map_after_fork_child(const char **reason)
 {
-    int parent_fd = perf_map_fd;
+    /* The child runs the trampolines it inherited: its map starts with
+       what the parent had written before the fork. */
+    char parent_path[sizeof(perf_map_path)];
+    memcpy(parent_path, perf_map_path, sizeof(parent_path));
     off_t parent_size = perf_map_size;
-    perf_map_fd = -1;
-    int res = perf_map_open(reason);
-    if (res == 0 && parent_size > 0) {
-        /* The child runs the trampolines it inherited: describe them in
-           its own map too.  The parent's descriptor is write-only, so read
-           the file through a new descriptor. */
-        char proc_path[64];
-        PyOS_snprintf(proc_path, sizeof(proc_path),
-                      "/proc/self/fd/%d", parent_fd);
-        int in = open(proc_path, O_RDONLY | O_CLOEXEC);
-        if (in < 0) {
-            *reason = "cannot read the parent's perf map";
-            res = -1;
+    if (perf_map_open(reason) < 0) {
+        return -1;
+    }
+    if (parent_size <= 0) {
+        return 0;
+    }
+    off_t got;
+    char *copy = read_file_prefix(parent_path, parent_size, &got);
+    if (copy == NULL) {
+        *reason = "cannot read the parent's perf map";
+        return -1;
+    }
+    int res = 0;
+    if (got > 0) {
+        res = append_to_file(perf_map_path, copy, (size_t)got);
+        if (res < 0) {
+            *reason = strerror(errno);
         }
         else {
-            char buf[8192];
-            off_t copied = 0;
-            while (copied < parent_size) {
-                size_t want = sizeof(buf);
-                if ((off_t)want > parent_size - copied) {
-                    want = (size_t)(parent_size - copied);
-                }
-                ssize_t n = pread(in, buf, want, copied);
-                if (n < 0 && errno == EINTR) {
-                    continue;
-                }
-                if (n <= 0) {
-                    break;
-                }
-                if (write_all(perf_map_fd, buf, (size_t)n) < 0) {
-                    *reason = strerror(errno);
-                    res = -1;
-                    break;
-                }
-                copied += n;
-            }
-            perf_map_size += copied;
-            close(in);
+            perf_map_size += got;
         }
     }
-    if (parent_fd >= 0) {
-        close(parent_fd);
-    }
+    PyMem_RawFree(copy);
     return res;
 }
 
@@ -454,7 +483,6 @@ extern const char _Py_trampoline_func_pushed[];
 extern const char _Py_trampoline_func_framed[];
 extern const char _Py_trampoline_func_popped[];
 
-static int jitdump_fd = -1;
 static void *jitdump_mapping = NULL;
 static size_t jitdump_mapping_size = 0;
 static char jitdump_path[64];
@@ -671,16 +699,12 @@ jitdump_close(void)
         munmap(jitdump_mapping, jitdump_mapping_size);
         jitdump_mapping = NULL;
     }
-    if (jitdump_fd >= 0) {
-        close(jitdump_fd);
-        jitdump_fd = -1;
-    }
 }
 
 static int
 jitdump_open(const char **reason)
 {
-    assert(jitdump_fd < 0);
+    int jitdump_fd;
     PyOS_snprintf(jitdump_path, sizeof(jitdump_path),
                   "/tmp/jit-%ld.dump", (long)getpid());
     if (open_description_file(jitdump_path, O_RDWR, &jitdump_fd,
@@ -724,17 +748,20 @@ jitdump_open(const char **reason)
         *reason = (err == EPERM || err == EACCES)
                   ? "cannot map it executable (is /tmp mounted noexec?)"
                   : strerror(err);
-        jitdump_close();
+        close(jitdump_fd);
         errno = err;
         return -1;
     }
+    /* The mapping stays; no descriptor is kept open (see
+       append_to_file()). */
+    close(jitdump_fd);
     return 0;
 
 error:
     {
         int err = errno;
         *reason = strerror(err);
-        jitdump_close();
+        close(jitdump_fd);
         errno = err;
         return -1;
     }
@@ -804,7 +831,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     patch_u32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    if (write_all(jitdump_fd, (const char *)b.buf, b.len) == 0) {
+    if (append_to_file(jitdump_path, (const char *)b.buf, b.len) == 0) {
         jitdump_size += (off_t)b.len;
         stat_written_bytes += b.len;
         res = 0;
@@ -823,49 +850,34 @@ jitdump_after_fork_child(const char **reason)
 {
     /* The child's dump starts with the parent's records, rewritten for the
        child's PID, so that the trampolines it inherited resolve. */
-    int parent_fd = jitdump_fd;
+    char parent_path[sizeof(jitdump_path)];
+    memcpy(parent_path, jitdump_path, sizeof(parent_path));
     off_t parent_size = jitdump_size;
-    jitdump_fd = -1;
     if (jitdump_mapping != NULL) {
-        /* Not the child's dump. */
+        /* The parent's dump, not the child's. */
         munmap(jitdump_mapping, jitdump_mapping_size);
         jitdump_mapping = NULL;
     }
-    char *old = NULL;
-    int res = -1;
-    if (parent_size > 0) {
-        old = PyMem_RawMalloc((size_t)parent_size);
-        if (old == NULL) {
-            *reason = "out of memory";
-            goto done;
-        }
-        off_t got = 0;
-        while (got < parent_size) {
-            ssize_t n = pread(parent_fd, old + got,
-                              (size_t)(parent_size - got), got);
-            if (n < 0 && errno == EINTR) {
-                continue;
-            }
-            if (n <= 0) {
-                break;
-            }
-            got += n;
-        }
-        parent_size = got;
+    off_t got = 0;
+    char *old = read_file_prefix(parent_path, parent_size, &got);
+    if (old == NULL && parent_size > 0) {
+        *reason = "cannot read the parent's dump";
+        return -1;
     }
+    int res = -1;
     if (jitdump_open(reason) < 0) {
         goto done;
     }
-    /* Skip the parent's header (40 bytes); patch PID and TID of each load
-       record to the child's. */
+    /* Skip the parent's header (40 bytes); patch the PID and TID of each
+       load record to the child's. */
     uint32_t pid = (uint32_t)getpid();
     uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
     off_t pos = 40;
-    while (pos + 16 <= parent_size) {
+    while (pos + 16 <= got) {
         uint32_t id, total;
         memcpy(&id, old + pos, 4);
         memcpy(&total, old + pos + 4, 4);
-        if (total < 16 || pos + total > parent_size) {
+        if (total < 16 || pos + total > got) {
             break;
         }
         if (id == JIT_CODE_LOAD && total >= 24) {
@@ -875,7 +887,7 @@ jitdump_after_fork_child(const char **reason)
         pos += total;
     }
     if (pos > 40) {
-        if (write_all(jitdump_fd, old + 40, (size_t)(pos - 40)) < 0) {
+        if (append_to_file(jitdump_path, old + 40, (size_t)(pos - 40)) < 0) {
             *reason = strerror(errno);
             goto done;
         }
@@ -884,9 +896,6 @@ jitdump_after_fork_child(const char **reason)
     res = 0;
 done:
     PyMem_RawFree(old);
-    if (parent_fd >= 0) {
-        close(parent_fd);
-    }
     return res;
 }
 
@@ -1012,6 +1021,35 @@ _PyPerfTrampoline_ComputeStackLimit(void)
     return limit;
 }
 
+/* Store a trampoline in co's co_extra slot for a backend.  Unlike
+   _PyCode_SetExtra(), a new co_extra only gets our slots: code_dealloc()
+   calls the free function of every slot it has, with NULL for unset ones,
+   and other users' free functions must not start running for code objects
+   they never touched. */
+static int
+set_trampoline(PyCodeObject *co, Py_ssize_t index, void *code)
+{
+    _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
+    assert(index < _PyPerfTrampoline_CODE_EXTRA_SLOTS);
+    if (extra == NULL) {
+        extra = PyMem_Malloc(sizeof(_PyCodeObjectExtra)
+                             + (_PyPerfTrampoline_CODE_EXTRA_SLOTS - 1)
+                               * sizeof(void *));
+        if (extra == NULL) {
+            return -1;
+        }
+        extra->ce_size = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
+        for (Py_ssize_t i = 0; i < extra->ce_size; i++) {
+            extra->ce_extras[i] = NULL;
+        }
+        co->co_extra = extra;
+    }
+    /* Every co_extra has at least our slots: they are reserved first. */
+    assert(extra->ce_size > index);
+    extra->ce_extras[index] = code;
+    return 0;
+}
+
 /* Give "co" a trampoline of the active backend and describe it.  Return
    NULL if that is not possible; the frame then runs without one.  Never
    raises: the caller may be starting a frame with an exception set
@@ -1039,11 +1077,8 @@ compile_trampoline(PyCodeObject *co)
 
     PyObject *exc, *val, *tb;
     PyErr_Fetch(&exc, &val, &tb);
-    int res = _PyCode_SetExtra((PyObject *)co, backend->extra_index, code);
-    if (res < 0) {
-        PyErr_Clear();
-    }
-    else {
+    int res = set_trampoline(co, backend->extra_index, code);
+    if (res == 0) {
         pool->next += step;
         stat_trampolines++;
         if (backend->write_entry(code, code_size(backend), co) < 0) {

@@ -2438,6 +2438,46 @@ class TestFaults(PerfTestCase):
                   file=sys.stderr)
         self.assertLessEqual(per_code, 64)
 
+    def test_other_co_extra_users_unaffected(self):
+        # code_dealloc() calls every registered co_extra free function for
+        # the slots a code object has, even unset ones.  Trampolines must
+        # not make other users' free functions run for code objects they
+        # never tagged.
+        import_helper.import_module("ctypes")
+        pid, rc, out, err, script = self.run_script("""
+            import ctypes, gc, json, os, sys
+
+            py = ctypes.pythonapi
+            freefunc = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+            request = py._PyEval_RequestCodeExtraIndex
+            request.argtypes = (freefunc,)
+            request.restype = ctypes.c_ssize_t
+            set_extra = py._PyCode_SetExtra
+            set_extra.argtypes = (ctypes.py_object, ctypes.c_ssize_t,
+                                  ctypes.c_void_p)
+            calls = []
+            FREE = freefunc(lambda ptr: calls.append(ptr))
+            index = request(FREE)
+            sys.activate_stack_trampoline("perf")
+            ns = {}
+            exec(compile("def fresh_XTAGX():\\n    return 1\\n", "<f>",
+                         "exec"), ns)
+            ns["fresh_XTAGX"]()
+            tagged = {}
+            exec(compile("def tagged_XTAGX():\\n    return 2\\n", "<t>",
+                         "exec"), tagged)
+            tagged["tagged_XTAGX"]()
+            set_extra(tagged["tagged_XTAGX"].__code__, index, 1234)
+            ns.clear()
+            tagged.clear()
+            gc.collect()
+            print(json.dumps([index, calls]))
+            print(os.getpid())
+        """)
+        index, calls = json.loads(out.splitlines()[0])
+        self.assertGreaterEqual(index, 2)
+        self.assertEqual(calls, [1234])
+
     SIGINT_SCRIPT = """
         import os, signal, sys, threading, traceback
 

@@ -50,7 +50,7 @@ for mode in $MODES; do
     note "full test suite ($mode): python -m test -j0 -w --timeout 900 ${args[*]}"
     set +e
     env -u PYTHONUNBUFFERED -u PYTHONDONTWRITEBYTECODE "${envset[@]}" \
-        "$BUILD/python" -m test -j0 -w --timeout 900 "${args[@]}" \
+        "$OBJ/python" -m test -j0 -w --timeout 900 "${args[@]}" \
         >"$BUILD/test-full-$mode.log" 2>&1
     rc=$?
     set -e

@@ -20,10 +20,12 @@ export PYTHON_NOFP_INTERPRETER=$BUILD/nofp-obj/python
 results=$BUILD/test-results.xml
 rm -f "$results"
 note "running: python -m test $(echo $TESTS)"
-# The sandbox sets these; several CPython tests fail with them set.
+# The sandbox sets these; several CPython tests fail with them set.  The
+# tests run build/obj/python itself (not the build/python symlink): venvs
+# made from a symlink into a build tree do not find the standard library.
 set +e
 env -u PYTHONUNBUFFERED -u PYTHONDONTWRITEBYTECODE \
-    "$BUILD/python" -m test -j"$(nproc)" --timeout 900 --junit-xml "$results" \
+    "$OBJ/python" -m test -j"$(nproc)" --timeout 900 --junit-xml "$results" \
     ${TESTARGS:-} $TESTS
 rc=$?
 set -e
