@@ -1,7 +1,7 @@
 #!/bin/bash
 # "make bench": pristine 3.11.2 (built once under build/pristine-obj with the
 # same flags), the patched interpreter with the feature inactive, and with
-# -X perf, compared side by side.  ROUNDS=N (default 5), BENCH_JSON=file.
+# -X perf, compared side by side.  ROUNDS=N (default 9), BENCH_JSON=file.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
@@ -14,8 +14,8 @@ if [ ! -x "$POBJ/python" ]; then
     make -C "$POBJ" -j"$(nproc)" >"$POBJ/make.log" 2>&1 \
         || { tail -30 "$POBJ/make.log" >&2; die "build of pristine failed"; }
 fi
-note "benchmarking (rounds: ${ROUNDS:-5}); this takes a few minutes"
-"$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-5}" \
+note "benchmarking (rounds: ${ROUNDS:-9}); this takes a few minutes"
+"$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-9}" \
     --config "pristine=$POBJ/python" \
     --config "inactive=$BUILD/python" \
     --config "perf=$BUILD/python,-X,perf" \

@@ -181,16 +181,16 @@ def import_stdlib(loops):
 
 
 WORKLOADS = {
-    "recursive_calls": (recursive_calls, 30),
-    "method_calls": (method_calls, 60),
-    "generators": (generators, 80),
-    "coroutines": (coroutines, 60),
-    "comprehensions": (comprehensions, 80),
-    "closures_kwargs": (closures_and_kwargs, 80),
-    "instantiation": (instantiation, 80),
-    "dunder_methods": (dunder_methods, 80),
-    "exceptions": (exceptions, 80),
-    "numeric_loop": (numeric_loop, 40),
+    "recursive_calls": (recursive_calls, 90),
+    "method_calls": (method_calls, 180),
+    "generators": (generators, 240),
+    "coroutines": (coroutines, 180),
+    "comprehensions": (comprehensions, 240),
+    "closures_kwargs": (closures_and_kwargs, 240),
+    "instantiation": (instantiation, 240),
+    "dunder_methods": (dunder_methods, 240),
+    "exceptions": (exceptions, 240),
+    "numeric_loop": (numeric_loop, 120),
     "import_stdlib": (import_stdlib, 1),
 }
 
