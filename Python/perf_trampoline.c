@@ -306,50 +306,82 @@ perf_map_close(void)
     /* Nothing is kept open. */
 }
 
-/* Encode a code object's name or file name for the map.  Return a new
-   bytes object, or NULL (without an exception set) on failure. */
-static PyObject *
-encode_name(PyObject *str)
+/* Append str, encoded to UTF-8, to the symbol being built, replacing
+   characters that would break the line-based map format (the newline
+   above all). */
+static int
+append_symbol_part(_PyBytesWriter *writer, char **p, PyObject *str)
 {
-    if (!PyUnicode_Check(str)) {
-        return NULL;
+    PyObject *bytes = NULL;
+    if (PyUnicode_Check(str)) {
+        /* backslashreplace: file names may hold lone surrogates. */
+        bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
+        if (bytes == NULL) {
+            PyErr_Clear();
+        }
     }
-    /* backslashreplace: file names may hold lone surrogates. */
-    PyObject *bytes = PyUnicode_AsEncodedString(str, "utf-8",
-                                                "backslashreplace");
-    if (bytes == NULL) {
-        PyErr_Clear();
+    const char *src = bytes ? PyBytes_AS_STRING(bytes) : "?";
+    Py_ssize_t n = bytes ? PyBytes_GET_SIZE(bytes) : 1;
+    *p = _PyBytesWriter_Prepare(writer, *p, n);
+    if (*p != NULL) {
+        for (Py_ssize_t i = 0; i < n; i++) {
+            unsigned char c = (unsigned char)src[i];
+            *(*p)++ = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+        }
     }
-    return bytes;
+    Py_XDECREF(bytes);
+    return *p != NULL ? 0 : -1;
 }
 
-/* Copy a name into the line, replacing characters that would break the
-   line-based format (the newline above all). */
-static char *
-copy_name(char *dst, PyObject *bytes)
+/* The name both backends give co's trampoline: "py::QUALNAME:FILENAME", as
+   a new bytes object.  Return NULL with errno set (not an exception) on
+   failure. */
+static PyObject *
+make_symbol(PyCodeObject *co)
 {
-    if (bytes == NULL) {
-        *dst++ = '?';
-        return dst;
+    _PyBytesWriter writer;
+    _PyBytesWriter_Init(&writer);
+    char *p = _PyBytesWriter_Alloc(&writer, 4);
+    if (p == NULL) {
+        goto error;
     }
-    const char *src = PyBytes_AS_STRING(bytes);
-    Py_ssize_t n = PyBytes_GET_SIZE(bytes);
-    for (Py_ssize_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)src[i];
-        *dst++ = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+    memcpy(p, "py::", 4);
+    p += 4;
+    if (append_symbol_part(&writer, &p, co->co_qualname) < 0) {
+        goto error;
     }
-    return dst;
+    p = _PyBytesWriter_Prepare(&writer, p, 1);
+    if (p == NULL) {
+        goto error;
+    }
+    *p++ = ':';
+    if (append_symbol_part(&writer, &p, co->co_filename) < 0) {
+        goto error;
+    }
+    PyObject *symbol = _PyBytesWriter_Finish(&writer, p);
+    if (symbol == NULL) {
+        PyErr_Clear();
+        errno = ENOMEM;
+    }
+    return symbol;
+
+error:
+    _PyBytesWriter_Dealloc(&writer);
+    PyErr_Clear();
+    errno = ENOMEM;
+    return NULL;
 }
 
 static int
 perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
-    PyObject *qualname = encode_name(co->co_qualname);
-    PyObject *filename = encode_name(co->co_filename);
-    size_t names = (qualname ? (size_t)PyBytes_GET_SIZE(qualname) : 1)
-                   + (filename ? (size_t)PyBytes_GET_SIZE(filename) : 1);
-    /* "ADDR SIZE py::" + names + ':' + '\n' */
-    size_t needed = 2 * 3 * sizeof(uintptr_t) + 8 + names;
+    PyObject *symbol = make_symbol(co);
+    if (symbol == NULL) {
+        return -1;
+    }
+    /* "ADDR SIZE " + symbol + '\n' */
+    size_t needed = 2 * 3 * sizeof(uintptr_t) + 4
+                    + (size_t)PyBytes_GET_SIZE(symbol);
     char small[512];
     char *line = needed <= sizeof(small) ? small : PyMem_RawMalloc(needed);
     int res = -1;
@@ -357,12 +389,12 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
         errno = ENOMEM;
         goto done;
     }
-    int len = PyOS_snprintf(line, needed, "%" PRIxPTR " %zx py::",
+    int len = PyOS_snprintf(line, needed, "%" PRIxPTR " %zx ",
                             (uintptr_t)code, size);
     assert(len > 0 && (size_t)len < needed);
-    char *end = copy_name(line + len, qualname);
-    *end++ = ':';
-    end = copy_name(end, filename);
+    char *end = line + len;
+    memcpy(end, PyBytes_AS_STRING(symbol), PyBytes_GET_SIZE(symbol));
+    end += PyBytes_GET_SIZE(symbol);
     *end++ = '\n';
     assert((size_t)(end - line) <= needed);
     /* One write() per line: with O_APPEND the line reaches the file whole
@@ -377,8 +409,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
         PyMem_RawFree(line);
     }
 done:
-    Py_XDECREF(qualname);
-    Py_XDECREF(filename);
+    Py_DECREF(symbol);
     return res;
 }
 
@@ -770,13 +801,14 @@ error:
 static int
 jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
-    PyObject *qualname = encode_name(co->co_qualname);
-    PyObject *filename = encode_name(co->co_filename);
-    size_t names = (qualname ? (size_t)PyBytes_GET_SIZE(qualname) : 1)
-                   + (filename ? (size_t)PyBytes_GET_SIZE(filename) : 1);
+    PyObject *symbol = make_symbol(co);
+    if (symbol == NULL) {
+        return -1;
+    }
+    size_t names = (size_t)PyBytes_GET_SIZE(symbol);
     /* Both records: unwinding info (header, 3 sizes, at most 256 bytes of
        tables, padding) then code load (header, fixed fields, name, code). */
-    size_t needed = 16 + 24 + 256 + 8 + 16 + 40 + 4 + names + 2 + size;
+    size_t needed = 16 + 24 + 256 + 8 + 16 + 40 + names + 1 + size;
     unsigned char small[1024];
     unsigned char *mem = needed <= sizeof(small) ? small
                                                  : PyMem_RawMalloc(needed);
@@ -820,12 +852,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     put_u64(&b, (uint64_t)(uintptr_t)code);    /* code address */
     put_u64(&b, size);
     put_u64(&b, jitdump_code_index++);
-    put_bytes(&b, "py::", 4);
-    b.len = (size_t)((unsigned char *)copy_name((char *)b.buf + b.len,
-                                                qualname) - b.buf);
-    put_u8(&b, ':');
-    b.len = (size_t)((unsigned char *)copy_name((char *)b.buf + b.len,
-                                                filename) - b.buf);
+    put_bytes(&b, PyBytes_AS_STRING(symbol), names);
     put_u8(&b, 0);
     put_bytes(&b, code, size);
     patch_u32(&b, rec + 4, (uint32_t)(b.len - rec));
@@ -840,8 +867,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
         PyMem_RawFree(mem);
     }
 done:
-    Py_XDECREF(qualname);
-    Py_XDECREF(filename);
+    Py_DECREF(symbol);
     return res;
 }
 
