@@ -51,7 +51,7 @@ while IFS= read -r f; do
             changed=1
         fi
     fi
-done < <(cd "$BUILD" && diff -rq -x __pycache__ pristine cpython 2>/dev/null \
+done < <(cd "$BUILD" && diff -rq -x __pycache__ -x '*.pickle' pristine cpython 2>/dev/null \
     | sed -n -e 's|^Files pristine/\(.*\) and cpython/.* differ$|\1|p' \
              -e 's|^Only in cpython/\?\(.*\): \(.*\)$|\1/\2|p' \
     | sed 's|^/||' | while IFS= read -r p; do
