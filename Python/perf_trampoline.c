@@ -152,9 +152,11 @@ static size_t stat_written_bytes = 0;
 
 /* perf map backend *********************************************************/
 
-/* Bytes this process had appended to its map file, so a child can copy
-   exactly what was there when it was forked. */
-static off_t perf_map_size = 0;
+/* Bytes of the active backend's description file as this process knows
+   them (what was there when it was opened, plus what it wrote), so that a
+   forked child can copy exactly what was there at the fork. */
+static off_t file_size = 0;
+
 static char perf_map_path[64];
 
 static int
@@ -246,6 +248,81 @@ append_to_file(const char *path, const char *buf, size_t size)
     return res;
 }
 
+/* Descriptions made while the interpreter starts up are held in memory and
+   written with a single write() when start-up is done (see
+   _PyPerfTrampoline_EndStartup()): a few hundred code objects run before
+   the program does, and opening the file for each of them would add about
+   a third to the start-up time.  Once start-up is done, each description
+   is written as soon as it is made, so that a profiler reading the file
+   while the process still runs finds it. */
+#define HELD_MAX (256 * 1024)
+static int holding = 0;
+static char *held = NULL;
+static size_t held_len = 0;
+static size_t held_cap = 0;
+
+static int
+write_description(const char *buf, size_t size)
+{
+    if (append_to_file(active_backend->path(), buf, size) < 0) {
+        return -1;
+    }
+    file_size += (off_t)size;
+    stat_written_bytes += size;
+    return 0;
+}
+
+/* Write the held descriptions.  On failure, none of them is in the file;
+   return -1 with errno set. */
+static int
+flush_held(void)
+{
+    int res = 0;
+    if (held_len > 0) {
+        res = write_description(held, held_len);
+        held_len = 0;
+    }
+    return res;
+}
+
+/* Describe one trampoline: buf holds whole records of the active
+   backend's description file.  Return 0 on success; -1 with errno set on
+   failure. */
+static int
+emit_description(const char *buf, size_t size)
+{
+    if (holding) {
+        if (held_len + size > held_cap) {
+            size_t cap = Py_MAX(held_len + size, (size_t)16 * 1024);
+            char *mem = PyMem_RawRealloc(held, cap);
+            if (mem != NULL) {
+                held = mem;
+                held_cap = cap;
+            }
+        }
+        if (held_len + size <= held_cap) {
+            memcpy(held + held_len, buf, size);
+            held_len += size;
+            return held_len < HELD_MAX ? 0 : flush_held();
+        }
+        /* No memory to hold it: write it now, after what is held. */
+        if (flush_held() < 0) {
+            return -1;
+        }
+    }
+    return write_description(buf, size);
+}
+
+static void
+report_write_failure(void)
+{
+    write_failed = 1;
+    PySys_FormatStderr(
+        "Warning: cannot write to %s (%s); Python functions started from "
+        "now on will not appear in native profiles\n",
+        active_backend->path(), strerror(errno));
+}
+
 /* Read the first size bytes of our description file at path into a new
    PyMem_RawMalloc() buffer; set *got to the number of bytes read. */
 static char *
@@ -292,9 +369,9 @@ perf_map_open(const char **reason)
     if (open_description_file(perf_map_path, O_WRONLY, &fd, reason) < 0) {
         return -1;
     }
-    perf_map_size = lseek(fd, 0, SEEK_END);
-    if (perf_map_size < 0) {
-        perf_map_size = 0;
+    file_size = lseek(fd, 0, SEEK_END);
+    if (file_size < 0) {
+        file_size = 0;
     }
     close(fd);
     return 0;
@@ -313,15 +390,25 @@ static int
 append_symbol_part(_PyBytesWriter *writer, char **p, PyObject *str)
 {
     PyObject *bytes = NULL;
-    if (PyUnicode_Check(str)) {
+    const char *src = "?";
+    Py_ssize_t n = 1;
+    if (PyUnicode_Check(str) && PyUnicode_IS_READY(str)
+        && PyUnicode_IS_ASCII(str))
+    {
+        src = (const char *)PyUnicode_DATA(str);
+        n = PyUnicode_GET_LENGTH(str);
+    }
+    else if (PyUnicode_Check(str)) {
         /* backslashreplace: file names may hold lone surrogates. */
-        bytes = PyUnicode_AsEncodedString(str, "utf-8", "backslashreplace");
+        bytes = _PyUnicode_AsUTF8String(str, "backslashreplace");
         if (bytes == NULL) {
             PyErr_Clear();
         }
+        else {
+            src = PyBytes_AS_STRING(bytes);
+            n = PyBytes_GET_SIZE(bytes);
+        }
     }
-    const char *src = bytes ? PyBytes_AS_STRING(bytes) : "?";
-    Py_ssize_t n = bytes ? PyBytes_GET_SIZE(bytes) : 1;
     *p = _PyBytesWriter_Prepare(writer, *p, n);
     if (*p != NULL) {
         for (Py_ssize_t i = 0; i < n; i++) {
@@ -372,6 +459,23 @@ error:
     return NULL;
 }
 
+/* Write v in lower-case hexadecimal without leading zeros at p; return
+   the end. */
+static char *
+put_hex(char *p, uintptr_t v)
+{
+    char digits[2 * sizeof(uintptr_t)];
+    int n = 0;
+    do {
+        digits[n++] = "0123456789abcdef"[v & 0xf];
+        v >>= 4;
+    } while (v != 0);
+    while (n > 0) {
+        *p++ = digits[--n];
+    }
+    return p;
+}
+
 static int
 perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
@@ -389,22 +493,17 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
         errno = ENOMEM;
         goto done;
     }
-    int len = PyOS_snprintf(line, needed, "%" PRIxPTR " %zx ",
-                            (uintptr_t)code, size);
-    assert(len > 0 && (size_t)len < needed);
-    char *end = line + len;
+    char *end = put_hex(line, (uintptr_t)code);
+    *end++ = ' ';
+    end = put_hex(end, (uintptr_t)size);
+    *end++ = ' ';
     memcpy(end, PyBytes_AS_STRING(symbol), PyBytes_GET_SIZE(symbol));
     end += PyBytes_GET_SIZE(symbol);
     *end++ = '\n';
     assert((size_t)(end - line) <= needed);
-    /* One write() per line: with O_APPEND the line reaches the file whole
-       and at once, even with other writers, so a profile taken while the
-       process still runs can resolve it. */
-    if (append_to_file(perf_map_path, line, (size_t)(end - line)) == 0) {
-        perf_map_size += (off_t)(end - line);
-        stat_written_bytes += (size_t)(end - line);
-        res = 0;
-    }
+    /* Whole lines only: with O_APPEND each write() reaches the file at
+       once and never interleaves with other writers. */
+    res = emit_description(line, (size_t)(end - line));
     if (line != small) {
         PyMem_RawFree(line);
     }
@@ -417,10 +516,11 @@ static int
 perf_map_after_fork_child(const char **reason)
 {
     /* The child runs the trampolines it inherited: its map starts with
-       what the parent had written before the fork. */
+       what the parent had written before the fork (and the held lines,
+       which the child writes itself). */
     char parent_path[sizeof(perf_map_path)];
     memcpy(parent_path, perf_map_path, sizeof(parent_path));
-    off_t parent_size = perf_map_size;
+    off_t parent_size = file_size;
     if (perf_map_open(reason) < 0) {
         return -1;
     }
@@ -440,7 +540,7 @@ perf_map_after_fork_child(const char **reason)
             *reason = strerror(errno);
         }
         else {
-            perf_map_size += got;
+            file_size += got;
         }
     }
     PyMem_RawFree(copy);
@@ -518,8 +618,6 @@ static void *jitdump_mapping = NULL;
 static size_t jitdump_mapping_size = 0;
 static char jitdump_path[64];
 static uint64_t jitdump_code_index = 0;
-/* Bytes this process had written to its dump, for a forked child. */
-static off_t jitdump_size = 0;
 
 typedef struct {
     unsigned char *buf;
@@ -767,7 +865,7 @@ jitdump_open(const char **reason)
         header_pid = (long)getpid();
         size = (off_t)h.len;
     }
-    jitdump_size = size;
+    file_size = size;
     /* perf record learns about the dump from this executable mapping. */
     long page = sysconf(_SC_PAGESIZE);
     jitdump_mapping_size = page > 0 ? (size_t)page : 4096;
@@ -858,11 +956,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     patch_u32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    if (append_to_file(jitdump_path, (const char *)b.buf, b.len) == 0) {
-        jitdump_size += (off_t)b.len;
-        stat_written_bytes += b.len;
-        res = 0;
-    }
+    res = emit_description((const char *)b.buf, b.len);
     if (mem != small) {
         PyMem_RawFree(mem);
     }
@@ -871,14 +965,40 @@ done:
     return res;
 }
 
+/* Give the load records among the records in buf the PID and TID of the
+   calling process and thread.  Return the size of the complete records at
+   the start of buf. */
+static size_t
+claim_records(char *buf, size_t size)
+{
+    uint32_t pid = (uint32_t)getpid();
+    uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
+    size_t pos = 0;
+    while (pos + 16 <= size) {
+        uint32_t id, total;
+        memcpy(&id, buf + pos, 4);
+        memcpy(&total, buf + pos + 4, 4);
+        if (total < 16 || total > size - pos) {
+            break;
+        }
+        if (id == JIT_CODE_LOAD && total >= 24) {
+            memcpy(buf + pos + 16, &pid, 4);
+            memcpy(buf + pos + 20, &tid, 4);
+        }
+        pos += total;
+    }
+    return pos;
+}
+
 static int
 jitdump_after_fork_child(const char **reason)
 {
     /* The child's dump starts with the parent's records, rewritten for the
-       child's PID, so that the trampolines it inherited resolve. */
+       child's PID, so that the trampolines it inherited resolve.  The
+       held records are rewritten too: the child writes them itself. */
     char parent_path[sizeof(jitdump_path)];
     memcpy(parent_path, jitdump_path, sizeof(parent_path));
-    off_t parent_size = jitdump_size;
+    off_t parent_size = file_size;
     if (jitdump_mapping != NULL) {
         /* The parent's dump, not the child's. */
         munmap(jitdump_mapping, jitdump_mapping_size);
@@ -894,30 +1014,15 @@ jitdump_after_fork_child(const char **reason)
     if (jitdump_open(reason) < 0) {
         goto done;
     }
-    /* Skip the parent's header (40 bytes); patch the PID and TID of each
-       load record to the child's. */
-    uint32_t pid = (uint32_t)getpid();
-    uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
-    off_t pos = 40;
-    while (pos + 16 <= got) {
-        uint32_t id, total;
-        memcpy(&id, old + pos, 4);
-        memcpy(&total, old + pos + 4, 4);
-        if (total < 16 || pos + total > got) {
-            break;
-        }
-        if (id == JIT_CODE_LOAD && total >= 24) {
-            memcpy(old + pos + 16, &pid, 4);
-            memcpy(old + pos + 20, &tid, 4);
-        }
-        pos += total;
-    }
-    if (pos > 40) {
-        if (append_to_file(jitdump_path, old + 40, (size_t)(pos - 40)) < 0) {
+    (void)claim_records(held, held_len);
+    /* Skip the parent's header (40 bytes). */
+    size_t records = got > 40 ? claim_records(old + 40, (size_t)got - 40) : 0;
+    if (records > 0) {
+        if (append_to_file(jitdump_path, old + 40, records) < 0) {
             *reason = strerror(errno);
             goto done;
         }
-        jitdump_size += pos - 40;
+        file_size += (off_t)records;
     }
     res = 0;
 done:
@@ -1108,11 +1213,7 @@ compile_trampoline(PyCodeObject *co)
         pool->next += step;
         stat_trampolines++;
         if (backend->write_entry(code, code_size(backend), co) < 0) {
-            write_failed = 1;
-            PySys_FormatStderr(
-                "Warning: cannot write to %s (%s); Python functions "
-                "started from now on will not appear in native profiles\n",
-                backend->path(), strerror(errno));
+            report_write_failure();
         }
     }
     PyErr_Restore(exc, val, tb);
@@ -1175,9 +1276,24 @@ _PyPerfTrampoline_Deactivate(void)
        only new frames stop using them. */
     _PyPerfTrampoline_active = 0;
     if (active_backend != NULL) {
+        if (flush_held() < 0) {
+            report_write_failure();
+        }
         active_backend->close();
         active_backend = NULL;
     }
+}
+
+void
+_PyPerfTrampoline_EndStartup(void)
+{
+    holding = 0;
+    if (active_backend != NULL && flush_held() < 0) {
+        report_write_failure();
+    }
+    PyMem_RawFree(held);
+    held = NULL;
+    held_len = held_cap = 0;
 }
 
 void
@@ -1188,6 +1304,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
     }
     const char *reason = NULL;
     if (active_backend->after_fork_child(&reason) < 0) {
+        held_len = 0;
         PySys_FormatStderr(
             "Warning: perf trampolines deactivated in child process %ld: "
             "cannot write %s: %s\n",
@@ -1247,6 +1364,11 @@ _PyPerfTrampoline_Deactivate(void)
 
 void
 _PyPerfTrampoline_AfterFork_Child(void)
+{
+}
+
+void
+_PyPerfTrampoline_EndStartup(void)
 {
 }
 
@@ -1377,6 +1499,10 @@ backend_from_config(const PyConfig *config)
 void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
+    holding = 1;
+#endif
     const trampoline_backend *backend = backend_from_config(config);
     if (backend == NULL) {
         return;

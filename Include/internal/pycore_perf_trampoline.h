@@ -103,8 +103,11 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
 extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
 
 /* Activate the backend named by -X perf / PYTHONPERFSUPPORT, if any.
-   Failures are reported on stderr and never stop the interpreter. */
+   Failures are reported on stderr and never stop the interpreter.  Until
+   _PyPerfTrampoline_EndStartup(), descriptions of new trampolines are held
+   in memory, to be written all at once. */
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
+extern void _PyPerfTrampoline_EndStartup(void);
 
 /* Runtime control, used by the sys module.  Activation returns 0 on
    success and -1 with an exception set on failure. */

@@ -515,6 +515,24 @@ class TestEnabling(PerfTestCase):
         # Something from the import system ran through a trampoline too.
         self.assertTrue(any("importlib" in s for s in symbols), symbols[:20])
 
+    def test_startup_lines_written_when_startup_ends(self):
+        # What is described while the interpreter starts up is written
+        # all at once when start-up is done: it is in the file before the
+        # main script starts, not only when the process exits.
+        pid, rc, out, err, script = self.run_script("""
+            import os
+            with open(f"/tmp/perf-{os.getpid()}.map") as f:
+                print(f.read(), end="")
+        """, flags=("-X", "perf"))
+        self.assertEqual(err, "")
+        self.assert_map_format(out)
+        early = self.symbols(out)
+        self.assertTrue(any("importlib" in s for s in early), early[:20])
+        # After start-up, each line is written as soon as it is made.
+        self.assertEqual(early[-1], f"py::<module>:{script}")
+        text = self.assert_map_file(pid)
+        self.assertTrue(text.startswith(out))
+
 
 @requires_trampoline
 @support.requires_subprocess()
@@ -1368,6 +1386,76 @@ class TestFork(PerfTestCase):
         self.assertNotIn(f"child_only_{t}", parent_map)
         self.assertNotIn(f"child_late_{t}", parent_map)
         self.assert_no_overlap(parse_map(child_map))
+
+    def test_fork_during_startup(self):
+        # sitecustomize forks while the interpreter starts up, when the
+        # descriptions made so far are still held in memory: each process
+        # writes them to its own file, once.
+        site_dir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, site_dir)
+        with open(os.path.join(site_dir, "sitecustomize.py"), "w") as f:
+            f.write(self.subst("""
+                import atexit, os
+                def site_probe_XTAGX():
+                    return 1
+                site_probe_XTAGX()
+                _child = os.fork()
+                if _child:
+                    atexit.register(os.waitpid, _child, 0)
+            """))
+        code = self.subst("""
+            import json, os
+            def main_probe_XTAGX():
+                return 2
+            main_probe_XTAGX()
+            print(json.dumps([os.getpid(), os.getppid()]), flush=True)
+        """)
+        env = self.make_env(PYTHONPATH=site_dir)
+        site_probe = f"py::site_probe_{self.tag}:" \
+                     f"{os.path.join(site_dir, 'sitecustomize.py')}"
+        main_probe = f"py::main_probe_{self.tag}:<string>"
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                def run():
+                    pid, rc, out, err = self.run_python(
+                        "-X", backend, "-c", code, env=env)
+                    self.assertEqual(err, "")
+                    procs = [json.loads(line) for line in out.splitlines()]
+                    self.assertEqual(len(procs), 2, out)
+                    self.assertIn([pid, os.getpid()], procs)
+                    procs.remove([pid, os.getpid()])
+                    child, parent = procs[0]
+                    self.assertEqual(parent, pid)
+                    self.check_fresh(child)
+                    return pid, child
+
+                pid, child = self.retrying(run)
+                if backend == "perf":
+                    addrs = {}
+                    for p in (pid, child):
+                        text = self.assert_map_file(p)
+                        self.assert_symbol_count(text, site_probe, 1)
+                        self.assert_symbol_count(text, main_probe, 1)
+                        entries = parse_map(text)
+                        self.assert_no_overlap(entries)
+                        addrs[p] = {n: a for a, _, n in entries}
+                    # The child runs the trampoline it inherited.
+                    self.assertEqual(addrs[pid][site_probe],
+                                     addrs[child][site_probe])
+                else:
+                    for p in (pid, child):
+                        self.addCleanup(remove_path, jitdump_path(p))
+                        with open(jitdump_path(p), "rb") as f:
+                            header, records = parse_jitdump(f.read())
+                        loads = [f for rid, _, f in records
+                                 if rid == JIT_CODE_LOAD]
+                        names = [f["name"] for f in loads]
+                        self.assertEqual(header["pid"], p)
+                        self.assertEqual({f["pid"] for f in loads}, {p})
+                        self.assertEqual(names.count(site_probe), 1)
+                        self.assertEqual(names.count(main_probe), 1)
+                        self.assertEqual(len(names), len(set(
+                            f["code_addr"] for f in loads)))
 
     def test_fork_grandchild(self):
         script = self.write_script("""
