@@ -60,16 +60,19 @@ _PyPerfTrampoline_HaveStack(void)
 }
 
 /* The trampoline of the active backend for co, or NULL if it has none
-   yet.  Only valid while a backend is active. */
+   yet.  Only valid while a backend is active.  Every co_extra has our
+   slots: they are reserved before any other, and a co_extra always has a
+   slot for each index requested so far. */
 static inline _PyPerfTrampoline_Func
 _PyPerfTrampoline_Lookup(PyCodeObject *co)
 {
     _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
-    Py_ssize_t index = _PyPerfTrampoline_extra_index;
-    if (extra == NULL || extra->ce_size <= index) {
+    if (extra == NULL) {
         return NULL;
     }
-    return (_PyPerfTrampoline_Func)extra->ce_extras[index];
+    assert(extra->ce_size >= _PyPerfTrampoline_CODE_EXTRA_SLOTS);
+    return (_PyPerfTrampoline_Func)
+        extra->ce_extras[_PyPerfTrampoline_extra_index];
 }
 #else
 static inline int
