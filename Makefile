@@ -9,14 +9,15 @@
 #   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
 #   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
 #   make test-asan   our tests and the thread/fork tests under ASan and UBSan
-#   make bench       pristine vs patched (inactive) vs -X perf, side by side
+#   make bench       pristine vs patched (inactive) vs -X perf vs -X perf_jit,
+#                    side by side (METRIC=instructions: counted by callgrind)
 #
 # PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
 # source instead of Debian's source package.
 
 TOOLS = Tools/perf
 export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS \
-	ROUNDS BENCH_JSON BENCH_ARGS
+	ROUNDS BENCH_JSON BENCH_ARGS METRIC
 
 .PHONY: all build deps demo test patch refresh test-full abi-check test-asan bench \
 	clean distclean

@@ -1,7 +1,9 @@
 #!/bin/bash
 # "make bench": pristine 3.11.2 (built once under build/pristine-obj with the
-# same flags), the patched interpreter with the feature inactive, and with
-# -X perf, compared side by side.  ROUNDS=N (default 9), BENCH_JSON=file.
+# same flags), the patched interpreter with the feature inactive, with
+# -X perf and with -X perf_jit, compared side by side.  ROUNDS=N (default 9),
+# BENCH_JSON=file; METRIC=instructions counts instructions with callgrind
+# instead of timing (one round is enough: the counts are stable).
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
@@ -14,9 +16,16 @@ if [ ! -x "$POBJ/python" ]; then
     make -C "$POBJ" -j"$(nproc)" >"$POBJ/make.log" 2>&1 \
         || { tail -30 "$POBJ/make.log" >&2; die "build of pristine failed"; }
 fi
-note "benchmarking (rounds: ${ROUNDS:-9}); this takes a few minutes"
+METRIC=${METRIC:-time}
+if [ "$METRIC" = instructions ]; then
+    "$TOP/Tools/perf/deps.sh" --bench
+    ROUNDS=${ROUNDS:-1}
+fi
+note "benchmarking ($METRIC, rounds: ${ROUNDS:-9}); this takes a few minutes"
 "$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-9}" \
+    --metric "$METRIC" \
     --config "pristine=$POBJ/python" \
     --config "inactive=$BUILD/python" \
     --config "perf=$BUILD/python,-X,perf" \
+    --config "perf_jit=$BUILD/python,-X,perf_jit" \
     ${BENCH_JSON:+--json "$BENCH_JSON"} ${BENCH_ARGS:-}

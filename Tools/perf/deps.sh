@@ -14,7 +14,7 @@ for arg in "$@"; do
         # "make test" also checks that the template assembles for aarch64.
         --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu" ;;
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
-        --bench) PACKAGES="$PACKAGES hyperfine" ;;
+        --bench) PACKAGES="$PACKAGES valgrind" ;;
         *) die "unknown option $arg" ;;
     esac
 done

@@ -2,10 +2,20 @@
 
 Configurations run side by side, interleaved (A B C A B C ...), for several
 rounds; each result is the median over the rounds, and configurations are
-compared as ratios of medians.  Timings are CPU seconds of the workload
+compared as ratios of medians: the second configuration with the first,
+each later one with the second.  Timings are CPU seconds of the workload
 inside the child process (startup: wall time of whole processes).
 
-    python run.py --config NAME=PYTHON[,ARG...] ... [--rounds N] [--json F]
+With --metric instructions, each workload instead runs once, with a tenth of
+its loops, under valgrind's callgrind, and the result is the number of
+instructions executed: that of the process running the workload minus that
+of the same process running it zero times (startup: instructions of a whole
+"python -c pass").  The counts barely move from run to run, so they show
+differences far below the timing noise of a shared machine; they do not
+weigh cache misses or branch mispredictions.
+
+    python run.py --config NAME=PYTHON[,ARG...] ... [--rounds N]
+                  [--metric time|instructions] [--json F]
 """
 
 import argparse
@@ -13,6 +23,7 @@ import glob
 import json
 import math
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,14 +39,17 @@ def child_env():
     for var in ("PYTHONPERFSUPPORT", "PYTHONUNBUFFERED",
                 "PYTHONDONTWRITEBYTECODE"):
         env.pop(var, None)
+    # The same string hashes, so the same work, in every process.
+    env["PYTHONHASHSEED"] = "0"
     return env
 
 
 def remove_map(pid):
-    try:
-        os.unlink(f"/tmp/perf-{pid}.map")
-    except FileNotFoundError:
-        pass
+    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+        try:
+            os.unlink(path)
+        except FileNotFoundError:
+            pass
 
 
 def run_workload(cmd, name):
@@ -46,6 +60,31 @@ def run_workload(cmd, name):
     if proc.returncode != 0:
         raise SystemExit(f"{cmd} {name} failed ({proc.returncode})")
     return json.loads(out)
+
+
+def count_instructions(cmd):
+    """Instructions executed by cmd, counted by callgrind."""
+    proc = subprocess.Popen(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+        + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        env=child_env())
+    out, err = proc.communicate()
+    remove_map(proc.pid)
+    match = re.search(rb"Collected : (\d+)", err)
+    if proc.returncode != 0 or match is None:
+        raise SystemExit(f"valgrind {cmd} failed ({proc.returncode}):\n"
+                         + err.decode(errors="replace")[-2000:])
+    return int(match.group(1)), out
+
+
+def workload_instructions(cmd, name):
+    from workloads import WORKLOADS as ALL
+    loops = max(1, ALL[name][1] // 10)
+    full, out = count_instructions(cmd + [WORKLOADS, name, str(loops)])
+    empty, _ = count_instructions(cmd + [WORKLOADS, name, "0"])
+    result = json.loads(out)
+    result["instructions"] = full - empty
+    return result
 
 
 def run_startup(cmd):
@@ -64,8 +103,11 @@ def geomean(values):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--config", action="append", required=True,
-                        help="NAME=PYTHON[,ARG...]; the first is the base")
+                        help="NAME=PYTHON[,ARG...]; the second is compared "
+                             "with the first, later ones with the second")
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--metric", choices=("time", "instructions"),
+                        default="time")
     parser.add_argument("--only", help="comma-separated workload names")
     parser.add_argument("--json", help="write all measurements here")
     args = parser.parse_args()
@@ -81,30 +123,40 @@ def main():
 
     samples = {(w, c): [] for w in names for c, _ in configs}
     extra = {}
+    measured = "instructions" if args.metric == "instructions" else "seconds"
     for rnd in range(args.rounds):
         print(f"round {rnd + 1}/{args.rounds}", file=sys.stderr, flush=True)
         for w in names:
             for cname, cmd in configs:
-                if w == "startup":
+                if args.metric == "instructions":
+                    if w == "startup":
+                        count, _ = count_instructions(cmd + ["-c", "pass"])
+                        res = {"instructions": count}
+                    else:
+                        res = workload_instructions(cmd, w)
+                elif w == "startup":
                     res = run_startup(cmd)
                 else:
                     res = run_workload(cmd, w)
-                samples[w, cname].append(res["seconds"])
+                samples[w, cname].append(res[measured])
                 extra.setdefault((w, cname), []).append(res)
 
     med = {key: statistics.median(v) for key, v in samples.items()}
+    if args.metric == "instructions":
+        def fmt(v):
+            return f"{v / 1e6:>11.1f}M"
+    else:
+        def fmt(v):
+            return f"{v * 1e3:>10.1f}ms"
     cnames = [c for c, _ in configs]
-    pairs = [(cnames[i], cnames[i - 1]) for i in range(1, len(cnames))]
-    if len(cnames) > 2:
-        pairs.append((cnames[-1], cnames[0]))
+    pairs = [(cnames[1], cnames[0])] + [(c, cnames[1]) for c in cnames[2:]]
     head = f"{'workload':<18}" + "".join(f"{c:>12}" for c in cnames) \
         + "".join(f"{a + '/' + b:>22}" for a, b in pairs)
     print(head)
     print("-" * len(head))
     ratios = {pair: [] for pair in pairs}
     for w in names:
-        row = f"{w:<18}" + "".join(f"{med[w, c] * 1e3:>10.1f}ms"
-                                   for c in cnames)
+        row = f"{w:<18}" + "".join(fmt(med[w, c]) for c in cnames)
         for a, b in pairs:
             r = med[w, a] / med[w, b]
             if w != "startup":
@@ -116,12 +168,22 @@ def main():
     for pair in pairs:
         row += f"{geomean(ratios[pair]):>21.3f}x"
     print(row + "   (workloads, startup excluded)")
+    if "startup" in names:
+        for a, b in pairs:
+            delta = med["startup", a] - med["startup", b]
+            delta = (f"{delta / 1e6:+.2f}M instructions"
+                     if args.metric == "instructions"
+                     else f"{delta * 1e3:+.1f} ms")
+            print(f"startup: {a} {delta} against {b} "
+                  f"({med['startup', a] / med['startup', b]:.3f}x)")
 
     # Memory and trampoline counters of the last configuration that has them.
     for cname in cnames:
         rss = max(r["maxrss_kib"] for (w, c), rs in extra.items()
                   if c == cname and w != "startup" for r in rs)
         line = f"{cname}: peak RSS {rss / 1024:.1f} MiB"
+        if args.metric == "instructions":
+            line = f"{cname}: (peak RSS not meaningful under valgrind)"
         stats = [r.get("trampoline_stats") for (w, c), rs in extra.items()
                  if c == cname and w != "startup" for r in rs]
         stats = [s for s in stats if s and s["trampolines"]]
@@ -130,8 +192,8 @@ def main():
             ab = sum(s["arena_bytes"] for s in stats)
             wb = sum(s["written_bytes"] for s in stats)
             line += (f"; {tr / len(stats):.0f} trampolines per process, "
-                     f"{ab / tr:.1f} arena bytes and {wb / tr:.1f} map bytes "
-                     f"per trampolined code object")
+                     f"{ab / tr:.1f} arena bytes and {wb / tr:.1f} bytes written "
+                     f"(map or dump) per trampolined code object")
         print(line)
 
     if args.json:

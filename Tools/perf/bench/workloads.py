@@ -174,6 +174,8 @@ def numeric_loop(loops):
 
 def import_stdlib(loops):
     # A fresh process runs this once: what matters is first-time imports.
+    if loops < 1:
+        return
     import argparse, asyncio, csv, dataclasses, decimal, email.message  # noqa
     import fractions, http.client, json, logging, pathlib, pickle  # noqa
     import sqlite3, statistics, subprocess, tarfile, typing, unittest  # noqa
