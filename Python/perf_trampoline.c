@@ -411,10 +411,14 @@ append_symbol_part(_PyBytesWriter *writer, char **p, PyObject *str)
     }
     *p = _PyBytesWriter_Prepare(writer, *p, n);
     if (*p != NULL) {
+        unsigned char *dst = (unsigned char *)*p;
+        memcpy(dst, src, (size_t)n);
         for (Py_ssize_t i = 0; i < n; i++) {
-            unsigned char c = (unsigned char)src[i];
-            *(*p)++ = (c < 0x20 || c == 0x7f) ? '?' : (char)c;
+            if (dst[i] < 0x20 || dst[i] == 0x7f) {
+                dst[i] = '?';
+            }
         }
+        *p += n;
     }
     Py_XDECREF(bytes);
     return *p != NULL ? 0 : -1;
@@ -1094,15 +1098,23 @@ new_arena(const trampoline_backend *backend)
     if (mem == MAP_FAILED) {
         return -1;
     }
-    /* Fill the gaps between trampolines with instructions that trap. */
+    /* The first slot: the template, then instructions that trap up to
+       the next slot.  Copy it over the arena, doubling what is copied
+       each time; what is left after the last whole slot traps too. */
 #if defined(__x86_64__)
-    memset(mem, 0xcc, size);    /* int3 */
+    const int trap = 0xcc;      /* int3 */
 #else
-    memset(mem, 0, size);       /* udf #0 on aarch64 */
+    const int trap = 0;         /* udf #0 on aarch64 */
 #endif
-    for (size_t off = 0; off + step <= size; off += step) {
-        memcpy(mem + off, _Py_trampoline_func_start, template_size);
-        if (backend->unique_tag) {
+    size_t slots_end = size - size % step;
+    memset(mem, trap, step);
+    memcpy(mem, _Py_trampoline_func_start, template_size);
+    for (size_t done = step; done < slots_end; done *= 2) {
+        memcpy(mem + done, mem, Py_MIN(done, slots_end - done));
+    }
+    memset(mem + slots_end, trap, size - slots_end);
+    if (backend->unique_tag) {
+        for (size_t off = 0; off + step <= size; off += step) {
             /* Never executed: the trampoline's own address. */
             uint64_t tag = (uint64_t)(uintptr_t)(mem + off);
             memcpy(mem + off + _Py_SIZE_ROUND_UP(template_size, 8),
