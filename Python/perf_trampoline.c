@@ -161,7 +161,7 @@ static char perf_map_path[64];
 
 static int
 open_description_file(const char *path, int access_mode, int *fd_out,
-                      const char **reason)
+                      struct stat *st_out, const char **reason)
 {
     /* O_NOFOLLOW: never write through a symbolic link an attacker planted
        in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
@@ -196,6 +196,9 @@ open_description_file(const char *path, int access_mode, int *fd_out,
         *reason = "the file belongs to another user";
         errno = EPERM;
         return -1;
+    }
+    if (st_out != NULL) {
+        *st_out = st;
     }
     *fd_out = fd;
     return 0;
@@ -232,13 +235,14 @@ write_all(int fd, const char *buf, size_t size)
 /* Append buf to the description file at path.  The file is opened for
    each write and closed again: an interpreter with perf support active
    must not keep a descriptor open that the program would see (in
-   /proc/self/fd, or inherited by children that list their descriptors). */
+   /proc/self/fd, or inherited by children that list their descriptors).
+   The one exception is while the program imports (see below). */
 static int
 append_to_file(const char *path, const char *buf, size_t size)
 {
     int fd;
     const char *reason;
-    if (open_description_file(path, O_WRONLY, &fd, &reason) < 0) {
+    if (open_description_file(path, O_WRONLY, &fd, NULL, &reason) < 0) {
         return -1;
     }
     int res = write_all(fd, buf, size);
@@ -261,10 +265,70 @@ static char *held = NULL;
 static size_t held_len = 0;
 static size_t held_cap = 0;
 
+/* While the program imports modules, functions run for the first time one
+   after the other (module and class bodies, decorators, what they call),
+   and each needs a description.  The description file then stays open
+   between writes, and is closed when the last import in progress is done
+   (see _PyPerfTrampoline_EndImport()): each description still reaches the
+   file at once, without an open() and close() of its own, and outside
+   imports no descriptor stays open.  The depth is per thread: a thread
+   that forks keeps its own count in the child. */
+static __thread int import_depth = 0;
+static int kept_fd = -1;
+static dev_t kept_dev;
+static ino_t kept_ino;
+
+static void
+close_kept_file(void)
+{
+    if (kept_fd >= 0) {
+        close(kept_fd);
+        kept_fd = -1;
+    }
+}
+
+/* Return a descriptor of the description file at path to write to while
+   something imports, opening it if needed; -1 with errno set on failure. */
+static int
+get_kept_file(const char *path)
+{
+    struct stat st;
+    if (kept_fd >= 0) {
+        int ours = (fstat(kept_fd, &st) == 0 && st.st_dev == kept_dev
+                    && st.st_ino == kept_ino);
+        if (ours && st.st_nlink > 0) {
+            return kept_fd;
+        }
+        if (ours) {
+            /* Our file, but removed from the directory: start a new one. */
+            close(kept_fd);
+        }
+        /* Otherwise the program closed our descriptor (and may have
+           opened another file under its number): leave that alone. */
+        kept_fd = -1;
+    }
+    const char *reason;
+    int fd;
+    if (open_description_file(path, O_WRONLY, &fd, &st, &reason) < 0) {
+        return -1;
+    }
+    kept_fd = fd;
+    kept_dev = st.st_dev;
+    kept_ino = st.st_ino;
+    return fd;
+}
+
 static int
 write_description(const char *buf, size_t size)
 {
-    if (append_to_file(active_backend->path(), buf, size) < 0) {
+    const char *path = active_backend->path();
+    if (import_depth > 0) {
+        int fd = get_kept_file(path);
+        if (fd < 0 || write_all(fd, buf, size) < 0) {
+            return -1;
+        }
+    }
+    else if (append_to_file(path, buf, size) < 0) {
         return -1;
     }
     file_size += (off_t)size;
@@ -366,7 +430,9 @@ perf_map_open(const char **reason)
     int fd;
     PyOS_snprintf(perf_map_path, sizeof(perf_map_path),
                   "/tmp/perf-%ld.map", (long)getpid());
-    if (open_description_file(perf_map_path, O_WRONLY, &fd, reason) < 0) {
+    if (open_description_file(perf_map_path, O_WRONLY, &fd, NULL,
+                              reason) < 0)
+    {
         return -1;
     }
     file_size = lseek(fd, 0, SEEK_END);
@@ -840,7 +906,7 @@ jitdump_open(const char **reason)
     int jitdump_fd;
     PyOS_snprintf(jitdump_path, sizeof(jitdump_path),
                   "/tmp/jit-%ld.dump", (long)getpid());
-    if (open_description_file(jitdump_path, O_RDWR, &jitdump_fd,
+    if (open_description_file(jitdump_path, O_RDWR, &jitdump_fd, NULL,
                               reason) < 0) {
         return -1;
     }
@@ -1291,6 +1357,7 @@ _PyPerfTrampoline_Deactivate(void)
         if (flush_held() < 0) {
             report_write_failure();
         }
+        close_kept_file();
         active_backend->close();
         active_backend = NULL;
     }
@@ -1309,8 +1376,25 @@ _PyPerfTrampoline_EndStartup(void)
 }
 
 void
+_PyPerfTrampoline_BeginImport(void)
+{
+    import_depth++;
+}
+
+void
+_PyPerfTrampoline_EndImport(void)
+{
+    assert(import_depth > 0);
+    if (--import_depth == 0) {
+        close_kept_file();
+    }
+}
+
+void
 _PyPerfTrampoline_AfterFork_Child(void)
 {
+    /* A kept descriptor is the parent's file. */
+    close_kept_file();
     if (active_backend == NULL) {
         return;
     }
@@ -1381,6 +1465,16 @@ _PyPerfTrampoline_AfterFork_Child(void)
 
 void
 _PyPerfTrampoline_EndStartup(void)
+{
+}
+
+void
+_PyPerfTrampoline_BeginImport(void)
+{
+}
+
+void
+_PyPerfTrampoline_EndImport(void)
 {
 }
 

@@ -112,6 +112,12 @@ extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
 extern void _PyPerfTrampoline_EndStartup(void);
 
+/* Called by the import system around each import (Python/import.c).
+   While an import is in progress, the description file stays open
+   between writes. */
+extern void _PyPerfTrampoline_BeginImport(void);
+extern void _PyPerfTrampoline_EndImport(void);
+
 /* Runtime control, used by the sys module.  Activation returns 0 on
    success and -1 with an exception set on failure. */
 extern int _PyPerfTrampoline_Activate(const char *backend);

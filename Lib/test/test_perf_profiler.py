@@ -789,6 +789,182 @@ class TestRuntimeActivation(PerfTestCase):
                                  1)
 
 
+
+@requires_trampoline
+@support.requires_subprocess()
+class TestImports(PerfTestCase):
+    """While the program imports, the description file stays open between
+    writes; it is closed when the import is done."""
+
+    # The main script: writes the module MODULE (given as argv[1]) next to
+    # itself, activates the backend named by argv[2] and imports it.
+    MAIN = """
+        import json, os, sys
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "mod_XTAGX.py"), "w") as f:
+            f.write(sys.argv[1])
+        backend = sys.argv[2]
+        if backend == "perf":
+            path = f"/tmp/perf-{os.getpid()}.map"
+        else:
+            path = f"/tmp/jit-{os.getpid()}.dump"
+        sys.activate_stack_trampoline(backend)
+
+        def description_fds():
+            fds = []
+            for name in os.listdir("/proc/self/fd"):
+                try:
+                    if os.readlink(f"/proc/self/fd/{name}") == path:
+                        fds.append(int(name))
+                except OSError:
+                    pass
+            return fds
+
+        import mod_XTAGX
+        result = dict(vars(mod_XTAGX).get("result", {}))
+        result["module"] = mod_XTAGX.__file__
+        result["after"] = description_fds()
+        result["pid"] = os.getpid()
+        print(json.dumps(result))
+    """
+
+    def run_import(self, module, backend="perf"):
+        pid, rc, out, err, script = self.run_script(
+            self.MAIN, self.subst(module), backend)
+        if backend == "perf_jit":
+            self.addCleanup(remove_path, jitdump_path(pid))
+        self.assertEqual(err, "")
+        res = self.last_json(out)
+        self.assertEqual(res["pid"], pid)
+        return pid, res
+
+    def check_open_only_while_importing(self, backend):
+        pid, res = self.run_import("""
+            import __main__
+            def in_import_XTAGX():
+                return 1
+            in_import_XTAGX()
+            with open(__main__.path, "rb") as f:
+                written = f.read()
+            result = {"written": b"in_import_XTAGX" in written,
+                      "during": __main__.description_fds()}
+        """, backend)
+        # Written as soon as the function ran, from a descriptor that was
+        # open during the import only.
+        self.assertTrue(res["written"])
+        self.assertEqual(len(res["during"]), 1)
+        self.assertEqual(res["after"], [])
+        return pid, res
+
+    def test_map_open_only_while_importing(self):
+        pid, res = self.check_open_only_while_importing("perf")
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(
+            text, f"py::in_import_{self.tag}:{res['module']}", 1)
+
+    def test_dump_open_only_while_importing(self):
+        pid, res = self.check_open_only_while_importing("perf_jit")
+        with open(jitdump_path(pid), "rb") as f:
+            _, records = parse_jitdump(f.read())
+        names = [f["name"] for rid, _, f in records if rid == JIT_CODE_LOAD]
+        self.assertEqual(
+            names.count(f"py::in_import_{self.tag}:{res['module']}"), 1)
+
+    def test_program_closes_the_descriptor(self):
+        # A module closes the map's descriptor and opens a file of its own
+        # under the same number: that file is never written to or closed.
+        pid, res = self.run_import("""
+            import __main__, os
+            def first_XTAGX():
+                return 1
+            first_XTAGX()
+            [kept] = __main__.description_fds()
+            os.close(kept)
+            own = os.path.join(__main__.here, "own.txt")
+            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            if fd != kept:
+                os.dup2(fd, kept)
+                os.close(fd)
+            def second_XTAGX():
+                return 2
+            second_XTAGX()
+            os.write(kept, b"own data")
+            os.close(kept)
+            with open(own, "rb") as f:
+                result = {"own": f.read().decode()}
+        """)
+        self.assertEqual(res["own"], "own data")
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        for name in ("first", "second"):
+            self.assert_symbol_count(
+                text, f"py::{name}_{self.tag}:{res['module']}", 1)
+
+    def test_map_removed_during_import(self):
+        pid, res = self.run_import("""
+            import __main__, os
+            def first_XTAGX():
+                return 1
+            first_XTAGX()
+            os.unlink(__main__.path)
+            def second_XTAGX():
+                return 2
+            second_XTAGX()
+        """)
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        self.assertNotIn(f"first_{self.tag}", text)
+        self.assert_symbol_count(
+            text, f"py::second_{self.tag}:{res['module']}", 1)
+
+    def test_fork_during_import(self):
+        # The child must not write to the parent's map through the
+        # descriptor it inherits.
+        module = """
+            import __main__, os
+            def before_fork_XTAGX():
+                return 1
+            before_fork_XTAGX()
+            child = os.fork()
+            if child == 0:
+                code = 1
+                try:
+                    def child_only_XTAGX():
+                        return 2
+                    child_only_XTAGX()
+                    # Nothing open on the parent's map.
+                    code = 0 if not __main__.description_fds() else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(child, 0)
+            def parent_after_XTAGX():
+                return 3
+            parent_after_XTAGX()
+            result = {"child": child,
+                      "exitcode": os.waitstatus_to_exitcode(status)}
+        """
+
+        def run():
+            pid, res = self.run_import(module)
+            self.check_fresh(res["child"])
+            return pid, res
+
+        pid, res = self.retrying(run)
+        self.assertEqual(res["exitcode"], 0)
+        self.assertEqual(res["after"], [])
+        t, mod = self.tag, res["module"]
+        parent_map = self.assert_map_file(pid)
+        child_map = self.assert_map_file(res["child"])
+        self.assert_symbol_count(parent_map, f"py::before_fork_{t}:{mod}", 1)
+        self.assert_symbol_count(parent_map,
+                                 f"py::parent_after_{t}:{mod}", 1)
+        self.assertNotIn(f"child_only_{t}", parent_map)
+        self.assert_symbol_count(child_map, f"py::before_fork_{t}:{mod}", 1)
+        self.assert_symbol_count(child_map, f"py::child_only_{t}:{mod}", 1)
+        self.assertNotIn(f"parent_after_{t}", child_map)
+
+
 @requires_trampoline
 @support.requires_subprocess()
 class TestMapContents(PerfTestCase):
