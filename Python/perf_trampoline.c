@@ -278,11 +278,23 @@ static int kept_fd = -1;
 static dev_t kept_dev;
 static ino_t kept_ino;
 
+/* Is kept_fd still our description file?  The program may have closed
+   it, and opened another file under its number. */
+static int
+kept_file_is_ours(struct stat *st)
+{
+    return (fstat(kept_fd, st) == 0 && st->st_dev == kept_dev
+            && st->st_ino == kept_ino);
+}
+
 static void
 close_kept_file(void)
 {
+    struct stat st;
     if (kept_fd >= 0) {
-        close(kept_fd);
+        if (kept_file_is_ours(&st)) {
+            close(kept_fd);
+        }
         kept_fd = -1;
     }
 }
@@ -294,18 +306,12 @@ get_kept_file(const char *path)
 {
     struct stat st;
     if (kept_fd >= 0) {
-        int ours = (fstat(kept_fd, &st) == 0 && st.st_dev == kept_dev
-                    && st.st_ino == kept_ino);
-        if (ours && st.st_nlink > 0) {
+        if (kept_file_is_ours(&st) && st.st_nlink > 0) {
             return kept_fd;
         }
-        if (ours) {
-            /* Our file, but removed from the directory: start a new one. */
-            close(kept_fd);
-        }
-        /* Otherwise the program closed our descriptor (and may have
-           opened another file under its number): leave that alone. */
-        kept_fd = -1;
+        /* Closed by the program, or removed from the directory (then
+           start a new file). */
+        close_kept_file();
     }
     const char *reason;
     int fd;

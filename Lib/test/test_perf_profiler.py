@@ -825,6 +825,8 @@ class TestImports(PerfTestCase):
         result = dict(vars(mod_XTAGX).get("result", {}))
         result["module"] = mod_XTAGX.__file__
         result["after"] = description_fds()
+        if hasattr(mod_XTAGX, "after_import"):
+            result.update(mod_XTAGX.after_import())
         result["pid"] = os.getpid()
         print(json.dumps(result))
     """
@@ -900,6 +902,34 @@ class TestImports(PerfTestCase):
         for name in ("first", "second"):
             self.assert_symbol_count(
                 text, f"py::{name}_{self.tag}:{res['module']}", 1)
+
+    def test_program_closes_the_descriptor_before_import_ends(self):
+        # The same, with no function run for the first time before the
+        # import is done: the program's file stays open.
+        pid, res = self.run_import("""
+            import __main__, os
+            def first_XTAGX():
+                return 1
+            first_XTAGX()
+            [kept] = __main__.description_fds()
+            os.close(kept)
+            own = os.path.join(__main__.here, "own.txt")
+            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            if fd != kept:
+                os.dup2(fd, kept)
+                os.close(fd)
+
+            def after_import():
+                os.write(kept, b"own data")
+                os.close(kept)
+                with open(own, "rb") as f:
+                    return {"own": f.read().decode()}
+        """)
+        self.assertEqual(res["own"], "own data")
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(
+            text, f"py::first_{self.tag}:{res['module']}", 1)
 
     def test_map_removed_during_import(self):
         pid, res = self.run_import("""
