@@ -125,7 +125,8 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
 
 int _PyPerfTrampoline_active = 0;
 Py_ssize_t _PyPerfTrampoline_extra_index = 0;
-__thread uintptr_t _PyPerfTrampoline_stack_limit = 0;
+__thread uintptr_t _PyPerfTrampoline_stack_limit
+    __attribute__((tls_model("initial-exec"))) = 0;
 
 /* The active backend, or NULL. */
 static const trampoline_backend *active_backend = NULL;

@@ -38,8 +38,11 @@ PyAPI_DATA(Py_ssize_t) _PyPerfTrampoline_extra_index;
 /* A trampolined Python call costs C stack, which an inlined call does not.
    Below this address (per thread; 0 until computed) calls are not
    trampolined any more, so that deep recursion behaves as without
-   trampolines instead of overflowing the C stack. */
-extern __thread uintptr_t _PyPerfTrampoline_stack_limit;
+   trampolines instead of overflowing the C stack.  It is read on every
+   call: the initial-exec model spares that read a call to
+   __tls_get_addr() when libpython is a shared library. */
+extern __thread uintptr_t _PyPerfTrampoline_stack_limit
+    __attribute__((tls_model("initial-exec")));
 PyAPI_FUNC(uintptr_t) _PyPerfTrampoline_ComputeStackLimit(void);
 
 static inline int
