@@ -873,21 +873,29 @@ class TestImports(PerfTestCase):
         self.assertEqual(
             names.count(f"py::in_import_{self.tag}:{res['module']}"), 1)
 
+    # A module that runs first_XTAGX(), then closes the map's descriptor
+    # ("kept") and opens a file of its own ("own") under the same number.
+    CLOSE_AND_REUSE = """
+        import __main__, os
+        def first_XTAGX():
+            return 1
+        first_XTAGX()
+        [kept] = __main__.description_fds()
+        os.close(kept)
+        own = os.path.join(__main__.here, "own.txt")
+        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if fd != kept:
+            os.dup2(fd, kept)
+            os.close(fd)
+    """
+
+    def run_close_and_reuse(self, rest):
+        return self.run_import(textwrap.dedent(self.CLOSE_AND_REUSE)
+                               + textwrap.dedent(rest))
+
     def test_program_closes_the_descriptor(self):
-        # A module closes the map's descriptor and opens a file of its own
-        # under the same number: that file is never written to or closed.
-        pid, res = self.run_import("""
-            import __main__, os
-            def first_XTAGX():
-                return 1
-            first_XTAGX()
-            [kept] = __main__.description_fds()
-            os.close(kept)
-            own = os.path.join(__main__.here, "own.txt")
-            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            if fd != kept:
-                os.dup2(fd, kept)
-                os.close(fd)
+        # The program's file is never written to or closed.
+        pid, res = self.run_close_and_reuse("""
             def second_XTAGX():
                 return 2
             second_XTAGX()
@@ -906,19 +914,7 @@ class TestImports(PerfTestCase):
     def test_program_closes_the_descriptor_before_import_ends(self):
         # The same, with no function run for the first time before the
         # import is done: the program's file stays open.
-        pid, res = self.run_import("""
-            import __main__, os
-            def first_XTAGX():
-                return 1
-            first_XTAGX()
-            [kept] = __main__.description_fds()
-            os.close(kept)
-            own = os.path.join(__main__.here, "own.txt")
-            fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-            if fd != kept:
-                os.dup2(fd, kept)
-                os.close(fd)
-
+        pid, res = self.run_close_and_reuse("""
             def after_import():
                 os.write(kept, b"own data")
                 os.close(kept)
