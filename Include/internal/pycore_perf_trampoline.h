@@ -8,7 +8,9 @@ extern "C" {
 #  error "this header requires Py_BUILD_CORE define"
 #endif
 
-/* Perf trampolines (Python/perf_trampoline.c).
+/* Perf trampolines: the interface to the rest of the interpreter (the
+   implementation is in Python/perf_trampoline.c and the files that
+   pycore_perf_backend.h lists).
 
    While active, every Python frame is evaluated from a small piece of
    machine code that is unique to its code object, so that native profilers
@@ -105,7 +107,7 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     struct _PyInterpreterFrame *frame,
     int throwflag);
 
-/* Reserve the co_extra slot in a new interpreter. */
+/* Reserve the co_extra slots in a new interpreter. */
 extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
 
 /* Activate the backend named by -X perf / PYTHONPERFSUPPORT, if any.

@@ -19,7 +19,7 @@ if ! make -C "$OBJ" -j"$(nproc)" >"$BUILD/make.log" 2>&1; then
     tail -40 "$BUILD/make.log" >&2
     die "build failed (full log: $BUILD/make.log)"
 fi
-if grep -E '^[^ ]*(perf_trampoline|asm_trampoline|sysmodule|ceval|pylifecycle|pystate|genobject)\.[cS]:[0-9]+:[0-9]+: warning' "$BUILD/make.log"; then
+if grep -E '^[^ ]*(perf_[a-z_]+|asm_trampoline|sysmodule|ceval|pylifecycle|pystate|import|posixmodule)\.[cS]:[0-9]+:[0-9]+: warning' "$BUILD/make.log"; then
     echo "warning: the compiler warned about files this patch touches (see above)" >&2
 fi
 ln -sfn obj/python "$BUILD/python"

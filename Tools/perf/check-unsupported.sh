@@ -10,8 +10,8 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 sed '/#define PY_HAVE_PERF_TRAMPOLINE/d' "$OBJ/pyconfig.h" >"$tmp/pyconfig.h"
 fail=0
-for f in Python/perf_trampoline.c Python/ceval.c Python/sysmodule.c \
-         Python/pystate.c Objects/genobject.c; do
+for f in $(cd "$SRC" && echo Python/perf_*.c) Python/ceval.c Python/sysmodule.c \
+         Python/pystate.c Python/pylifecycle.c Python/import.c; do
     if gcc -c -std=c11 -O1 -Wall -Werror -Wno-unused-function -DPy_BUILD_CORE \
            -I"$tmp" -I"$SRC/Include/internal" -I"$SRC/Include" -I"$OBJ" \
            -o "$tmp/out.o" "$SRC/$f"; then

@@ -1,0 +1,196 @@
+#ifndef Py_INTERNAL_PERF_BACKEND_H
+#define Py_INTERNAL_PERF_BACKEND_H
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#ifndef Py_BUILD_CORE
+#  error "this header requires Py_BUILD_CORE define"
+#endif
+
+/* What the files of the perf trampoline feature share with each other.
+   The rest of the interpreter uses pycore_perf_trampoline.h.
+
+     Python/perf_trampoline.c         arenas, routing of frames, activation,
+                                      configuration, fork, the C stack limit
+     Python/perf_map.c                the "perf" backend: /tmp/perf-PID.map
+     Python/perf_jit_trampoline.c     the "perf_jit" backend: a jitdump
+     Python/perf_description_file.c   the rules both backends' files follow
+     Python/perf_unwind.c             DWARF unwind information (.eh_frame)
+                                      for the template
+     Python/asm_trampoline.S          the template itself
+
+   State lives in file-scope storage of each file, grouped in one struct
+   per concern, and not in _PyRuntimeState or PyInterpreterState: the
+   layout of those structures is read by debuggers and out-of-process
+   profilers that were built against stock 3.11, so it must not change.
+   All of it is protected by the GIL. */
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <sys/types.h>            // off_t
+
+/* The template (Python/asm_trampoline.S) and the points inside it where
+   its frame changes, for unwind information. */
+extern const char _Py_trampoline_func_start[];
+extern const char _Py_trampoline_func_pushed[];
+extern const char _Py_trampoline_func_framed[];
+extern const char _Py_trampoline_func_popped[];
+extern const char _Py_trampoline_func_end[];
+
+
+/* Backends ****************************************************************/
+
+/* How a backend describes trampolines to profilers.  Each backend has a
+   co_extra slot of its own (its index in the core's table), so that a
+   trampoline is always described by the backend it was made for. */
+typedef struct {
+    /* Distance between two trampolines; 0 means the template size rounded
+       up to the arenas' alignment. */
+    size_t stride;
+    /* Add a unique 8-byte tag after each copy of the template (reported
+       as part of its code), so that no two trampolines have the same
+       bytes. */
+    int unique_tag;
+    /* Start a new description file for this process with
+       _PyPerfFile_Open().  Return 0 on success; on failure return -1 with
+       errno set and *reason set to a static description. */
+    int (*open)(const char **reason);
+    /* Describe one trampoline with _PyPerfFile_Write().  Return 0 on
+       success; on failure return -1 with errno set. */
+    int (*write_entry)(const void *code, size_t size, PyCodeObject *co);
+    void (*close)(void);
+    /* A forked child's file starts with the parent's records (see
+       _PyPerfFile_AfterForkChild()): the first header_size bytes of the
+       parent's file are the file header, not records, and claim_records,
+       if set, rewrites the complete records at the start of a buffer for
+       the calling process and returns their size. */
+    size_t header_size;
+    size_t (*claim_records)(char *buf, size_t size);
+} _PyPerfBackend;
+
+extern const _PyPerfBackend _PyPerfMap_Backend;
+extern const _PyPerfBackend _PyPerfJit_Backend;
+
+/* The name every consumer gives co's trampoline, "py::QUALNAME:FILENAME",
+   as a new bytes object.  Return NULL with errno set (not an exception)
+   on failure. */
+extern PyObject *_PyPerfTrampoline_MakeSymbol(PyCodeObject *co);
+
+
+/* Description files (Python/perf_description_file.c) ***********************/
+
+/* Open the description file at path for writing and make it the current
+   one; its known size is its size now.  Return 0 and set *fd on success;
+   on failure return -1 with errno set and *reason set to a static
+   description.  The path is kept for messages in both cases. */
+extern int _PyPerfFile_Open(const char *path, int access_mode, int *fd,
+                            const char **reason);
+/* Empty the current file (open at fd) and write its header. */
+extern int _PyPerfFile_Restart(int fd, const void *header, size_t size);
+/* Append whole records to the current file, or hold them while the
+   interpreter starts up.  Return 0 on success; -1 with errno set. */
+extern int _PyPerfFile_Write(const void *buf, size_t size);
+/* Write what is held.  On failure none of it is in the file; return -1
+   with errno set. */
+extern int _PyPerfFile_Flush(void);
+/* Close the descriptor kept open during imports, if any. */
+extern void _PyPerfFile_CloseKept(void);
+/* Hold what is written from now on, until _PyPerfFile_EndHold(), which
+   writes it and returns as _PyPerfFile_Flush() does. */
+extern void _PyPerfFile_Hold(void);
+extern int _PyPerfFile_EndHold(void);
+/* In a forked child: give the child a file of its own for backend,
+   starting with the records of the parent's file at the fork.  Return 0 on
+   success; -1 with *reason set on failure (then nothing held is
+   written). */
+extern int _PyPerfFile_AfterForkChild(const _PyPerfBackend *backend,
+                                      const char **reason);
+extern const char *_PyPerfFile_Path(void);
+extern size_t _PyPerfFile_WrittenBytes(void);
+
+
+/* Binary records (jitdump, DWARF) ******************************************/
+
+/* A buffer of known capacity that records are built in; the caller sizes
+   it for the largest record it builds. */
+typedef struct {
+    unsigned char *buf;
+    size_t len;
+    size_t cap;
+} _PyPerfBuf;
+
+static inline void
+_PyPerfBuf_PutBytes(_PyPerfBuf *b, const void *data, size_t size)
+{
+    assert(b->len + size <= b->cap);
+    memcpy(b->buf + b->len, data, size);
+    b->len += size;
+}
+
+static inline void
+_PyPerfBuf_PutU8(_PyPerfBuf *b, uint8_t v)
+{
+    _PyPerfBuf_PutBytes(b, &v, 1);
+}
+
+static inline void
+_PyPerfBuf_PutU32(_PyPerfBuf *b, uint32_t v)
+{
+    _PyPerfBuf_PutBytes(b, &v, 4);
+}
+
+static inline void
+_PyPerfBuf_PutU64(_PyPerfBuf *b, uint64_t v)
+{
+    _PyPerfBuf_PutBytes(b, &v, 8);
+}
+
+static inline void
+_PyPerfBuf_PutULEB128(_PyPerfBuf *b, uint32_t v)
+{
+    do {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;
+        _PyPerfBuf_PutU8(b, byte | (v ? 0x80 : 0));
+    } while (v);
+}
+
+static inline void
+_PyPerfBuf_PutSLEB128(_PyPerfBuf *b, int32_t v)
+{
+    for (;;) {
+        uint8_t byte = v & 0x7f;
+        v >>= 7;   /* arithmetic shift */
+        if ((v == 0 && !(byte & 0x40)) || (v == -1 && (byte & 0x40))) {
+            _PyPerfBuf_PutU8(b, byte);
+            return;
+        }
+        _PyPerfBuf_PutU8(b, byte | 0x80);
+    }
+}
+
+/* Overwrite 4 bytes at pos, for sizes known only at the end. */
+static inline void
+_PyPerfBuf_PatchU32(_PyPerfBuf *b, size_t pos, uint32_t v)
+{
+    assert(pos + 4 <= b->len);
+    memcpy(b->buf + pos, &v, 4);
+}
+
+/* Append .eh_frame (a CIE, one FDE, the terminator) and .eh_frame_hdr
+   describing one copy of the template of code_size bytes (Python/
+   perf_unwind.c).  text_addr and eh_frame_addr are where the consumer
+   will place the code and the first byte appended (pc-relative pointers
+   are computed from them).  Return the size of .eh_frame_hdr; the caller
+   provides _PyPerfUnwind_MAX_SIZE bytes. */
+extern size_t _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size,
+                                  int64_t text_addr, int64_t eh_frame_addr);
+#define _PyPerfUnwind_MAX_SIZE 256
+
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* !Py_INTERNAL_PERF_BACKEND_H */

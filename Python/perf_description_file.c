@@ -1,0 +1,413 @@
+/* Description files: the rules that the files of every perf trampoline
+   backend follow (/tmp/perf-PID.map, /tmp/jit-PID.dump).
+
+   - A file in /tmp is opened safely: never through a symbolic link, never
+     a FIFO or anything but a regular file of our own user, created 0600.
+   - Records are appended whole, with O_APPEND and one write() each, and a
+     write that fails half-way is cut off again: a profiler reading the
+     file, or another writer, never sees a partial record.
+   - No descriptor stays open that the program could see, except while it
+     imports (below); each record is written as soon as it is made, so a
+     profiler reading the file while the process runs finds it, except
+     during start-up (below).
+   - A forked child gets a file of its own that starts with the parent's
+     records, since it runs the trampolines it inherited.
+
+   Which file is current, and how many bytes of it this process knows
+   about, is kept here; the backends only say what goes into it. */
+
+#include "Python.h"
+#include "pycore_perf_backend.h"
+#include "pycore_perf_trampoline.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <fcntl.h>                // open()
+#include <sys/stat.h>             // fstat()
+#include <unistd.h>               // write()
+
+/* Descriptions made while the interpreter starts up are held in memory and
+   written with a single write() when start-up is done: a few hundred code
+   objects run before the program does, and opening the file for each of
+   them would add about a third to the start-up time. */
+#define HELD_MAX (256 * 1024)
+
+static struct {
+    /* The current file, and its bytes as this process knows them (what
+       was there when it was opened, plus what it wrote), so that a forked
+       child can copy exactly what was there at the fork. */
+    char path[64];
+    off_t size;
+    size_t written_bytes;       /* statistics */
+
+    /* Held descriptions (see HELD_MAX). */
+    int holding;
+    char *held;
+    size_t held_len;
+    size_t held_cap;
+
+    /* While the program imports modules, functions run for the first time
+       one after the other (module and class bodies, decorators, what they
+       call), and each needs a description.  The file then stays open
+       between writes, and is closed when the last import in progress is
+       done: each description still reaches the file at once, without an
+       open() and close() of its own, and outside imports no descriptor
+       stays open.  The program may close the descriptor and open another
+       file under its number, so it is identified by device and inode. */
+    int kept_fd;
+    dev_t kept_dev;
+    ino_t kept_ino;
+} files = {.kept_fd = -1};
+
+/* The depth of imports in progress is per thread: a thread that forks
+   keeps its own count in the child. */
+static __thread int import_depth = 0;
+
+
+static int
+open_checked(const char *path, int access_mode, int *fd_out,
+             struct stat *st_out, const char **reason)
+{
+    /* O_NOFOLLOW: never write through a symbolic link an attacker planted
+       in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
+       interpreter.  The file is private to the user (0600). */
+    int fd = open(path,
+                  access_mode | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC
+                  | O_NONBLOCK,
+                  0600);
+    if (fd < 0) {
+        int err = errno;
+        *reason = (err == ELOOP) ? "the path is a symbolic link"
+                                 : strerror(err);
+        errno = err;
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fd, &st) < 0) {
+        int err = errno;
+        *reason = strerror(err);
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        close(fd);
+        *reason = "the path is not a regular file";
+        errno = EINVAL;
+        return -1;
+    }
+    if (st.st_uid != geteuid()) {
+        close(fd);
+        *reason = "the file belongs to another user";
+        errno = EPERM;
+        return -1;
+    }
+    if (st_out != NULL) {
+        *st_out = st;
+    }
+    *fd_out = fd;
+    return 0;
+}
+
+/* Append buf to fd.  On failure (a full disk, a file size limit), cut off
+   what was written of it, so the file never ends with a partial record. */
+static int
+write_all(int fd, const void *buf, size_t size)
+{
+    size_t done = 0;
+    while (done < size) {
+        ssize_t n = write(fd, (const char *)buf + done, size - done);
+        if (n < 0) {
+            if (errno == EINTR) {
+                continue;
+            }
+            int err = errno;
+            if (done > 0) {
+                /* With O_APPEND the offset is the end of what we wrote. */
+                off_t end = lseek(fd, 0, SEEK_CUR);
+                if (end >= (off_t)done) {
+                    (void)ftruncate(fd, end - (off_t)done);
+                }
+            }
+            errno = err;
+            return -1;
+        }
+        done += (size_t)n;
+    }
+    return 0;
+}
+
+/* Append buf to the file at path, opened for this write only. */
+static int
+append_to_file(const char *path, const void *buf, size_t size)
+{
+    int fd;
+    const char *reason;
+    if (open_checked(path, O_WRONLY, &fd, NULL, &reason) < 0) {
+        return -1;
+    }
+    int res = write_all(fd, buf, size);
+    int err = errno;
+    close(fd);
+    errno = err;
+    return res;
+}
+
+int
+_PyPerfFile_Open(const char *path, int access_mode, int *fd,
+                 const char **reason)
+{
+    PyOS_snprintf(files.path, sizeof(files.path), "%s", path);
+    files.size = 0;
+    if (open_checked(path, access_mode, fd, NULL, reason) < 0) {
+        return -1;
+    }
+    files.size = lseek(*fd, 0, SEEK_END);
+    if (files.size < 0) {
+        files.size = 0;
+    }
+    return 0;
+}
+
+int
+_PyPerfFile_Restart(int fd, const void *header, size_t size)
+{
+    if (ftruncate(fd, 0) < 0 || write_all(fd, header, size) < 0) {
+        return -1;
+    }
+    files.size = (off_t)size;
+    return 0;
+}
+
+const char *
+_PyPerfFile_Path(void)
+{
+    return files.path;
+}
+
+size_t
+_PyPerfFile_WrittenBytes(void)
+{
+    return files.written_bytes;
+}
+
+
+/* The descriptor kept open during imports ***********************************/
+
+/* Is kept_fd still our file? */
+static int
+kept_file_is_ours(struct stat *st)
+{
+    return (fstat(files.kept_fd, st) == 0 && st->st_dev == files.kept_dev
+            && st->st_ino == files.kept_ino);
+}
+
+void
+_PyPerfFile_CloseKept(void)
+{
+    struct stat st;
+    if (files.kept_fd >= 0) {
+        if (kept_file_is_ours(&st)) {
+            close(files.kept_fd);
+        }
+        files.kept_fd = -1;
+    }
+}
+
+/* A descriptor of the current file to write to while something imports,
+   opened if needed; -1 with errno set on failure. */
+static int
+get_kept_file(void)
+{
+    struct stat st;
+    if (files.kept_fd >= 0) {
+        if (kept_file_is_ours(&st) && st.st_nlink > 0) {
+            return files.kept_fd;
+        }
+        /* Closed by the program, or removed from the directory (then
+           start a new file). */
+        _PyPerfFile_CloseKept();
+    }
+    const char *reason;
+    int fd;
+    if (open_checked(files.path, O_WRONLY, &fd, &st, &reason) < 0) {
+        return -1;
+    }
+    files.kept_fd = fd;
+    files.kept_dev = st.st_dev;
+    files.kept_ino = st.st_ino;
+    return fd;
+}
+
+void
+_PyPerfTrampoline_BeginImport(void)
+{
+    import_depth++;
+}
+
+void
+_PyPerfTrampoline_EndImport(void)
+{
+    assert(import_depth > 0);
+    if (--import_depth == 0) {
+        _PyPerfFile_CloseKept();
+    }
+}
+
+
+/* Writing ******************************************************************/
+
+static int
+write_now(const void *buf, size_t size)
+{
+    if (import_depth > 0) {
+        int fd = get_kept_file();
+        if (fd < 0 || write_all(fd, buf, size) < 0) {
+            return -1;
+        }
+    }
+    else if (append_to_file(files.path, buf, size) < 0) {
+        return -1;
+    }
+    files.size += (off_t)size;
+    files.written_bytes += size;
+    return 0;
+}
+
+int
+_PyPerfFile_Flush(void)
+{
+    int res = 0;
+    if (files.held_len > 0) {
+        res = write_now(files.held, files.held_len);
+        files.held_len = 0;
+    }
+    return res;
+}
+
+int
+_PyPerfFile_Write(const void *buf, size_t size)
+{
+    if (files.holding) {
+        if (files.held_len + size > files.held_cap) {
+            size_t cap = Py_MAX(files.held_len + size, (size_t)16 * 1024);
+            char *mem = PyMem_RawRealloc(files.held, cap);
+            if (mem != NULL) {
+                files.held = mem;
+                files.held_cap = cap;
+            }
+        }
+        if (files.held_len + size <= files.held_cap) {
+            memcpy(files.held + files.held_len, buf, size);
+            files.held_len += size;
+            return files.held_len < HELD_MAX ? 0 : _PyPerfFile_Flush();
+        }
+        /* No memory to hold it: write it now, after what is held. */
+        if (_PyPerfFile_Flush() < 0) {
+            return -1;
+        }
+    }
+    return write_now(buf, size);
+}
+
+void
+_PyPerfFile_Hold(void)
+{
+    files.holding = 1;
+}
+
+int
+_PyPerfFile_EndHold(void)
+{
+    files.holding = 0;
+    int res = _PyPerfFile_Flush();
+    PyMem_RawFree(files.held);
+    files.held = NULL;
+    files.held_len = files.held_cap = 0;
+    return res;
+}
+
+
+/* Forked children **********************************************************/
+
+/* Read the first size bytes of our file at path into a new
+   PyMem_RawMalloc() buffer; set *got to the number of bytes read. */
+static char *
+read_file_prefix(const char *path, off_t size, off_t *got)
+{
+    *got = 0;
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return NULL;
+    }
+    struct stat st;
+    char *buf = NULL;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
+        && st.st_uid == geteuid() && size > 0)
+    {
+        buf = PyMem_RawMalloc((size_t)size);
+    }
+    while (buf != NULL && *got < size) {
+        ssize_t n = pread(fd, buf + *got, (size_t)(size - *got), *got);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            break;
+        }
+        *got += n;
+    }
+    close(fd);
+    return buf;
+}
+
+int
+_PyPerfFile_AfterForkChild(const _PyPerfBackend *backend,
+                           const char **reason)
+{
+    /* The child runs the trampolines it inherited: its file starts with
+       the records the parent had written before the fork, and the held
+       ones, which the child writes itself; a backend whose records name
+       the process claims them for the child. */
+    char parent_path[sizeof(files.path)];
+    memcpy(parent_path, files.path, sizeof(parent_path));
+    off_t parent_size = files.size;
+    backend->close();
+    if (backend->open(reason) < 0) {
+        files.held_len = 0;
+        return -1;
+    }
+    if (backend->claim_records != NULL) {
+        (void)backend->claim_records(files.held, files.held_len);
+    }
+    size_t header = backend->header_size;
+    if (parent_size <= (off_t)header) {
+        return 0;
+    }
+    off_t got;
+    char *copy = read_file_prefix(parent_path, parent_size, &got);
+    if (copy == NULL) {
+        files.held_len = 0;
+        *reason = "cannot read the parent's file";
+        return -1;
+    }
+    size_t records = got > (off_t)header ? (size_t)got - header : 0;
+    if (backend->claim_records != NULL) {
+        records = backend->claim_records(copy + header, records);
+    }
+    int res = 0;
+    if (records > 0) {
+        res = append_to_file(files.path, copy + header, records);
+        if (res < 0) {
+            files.held_len = 0;
+            *reason = strerror(errno);
+        }
+        else {
+            files.size += (off_t)records;
+        }
+    }
+    PyMem_RawFree(copy);
+    return res;
+}
+
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */

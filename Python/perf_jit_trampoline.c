@@ -1,0 +1,236 @@
+/* The "perf_jit" backend: a jitdump.
+
+   The jitdump format is specified in the Linux sources
+   (tools/perf/Documentation/jitdump-specification.txt).  The file,
+   /tmp/jit-PID.dump, starts with a header; for each trampoline we append a
+   JIT_CODE_UNWINDING_INFO record (an .eh_frame and .eh_frame_hdr from
+   Python/perf_unwind.c) followed by the JIT_CODE_LOAD record it applies
+   to, with the trampoline's code.  "perf inject --jit" turns each load
+   into a small ELF file whose .text starts at file offset
+   JITDUMP_TEXT_OFFSET (the size of the ELF header), followed by the
+   .eh_frame at the next 8-byte boundary: the pc-relative addresses of the
+   unwind information are computed for that layout.  With them, perf can
+   unwind through trampolines with --call-graph dwarf in interpreters built
+   without frame pointers.
+
+   perf record learns about the dump from an executable mapping of it,
+   which this backend keeps while it is active.  The file follows the rules
+   of Python/perf_description_file.c. */
+
+#include "Python.h"
+#include "pycore_perf_backend.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <fcntl.h>                // O_RDWR
+#include <sys/mman.h>             // mmap()
+#include <time.h>                 // clock_gettime()
+#include <unistd.h>               // getpid()
+
+#define JITDUMP_MAGIC 0x4A695444
+#define JITDUMP_VERSION 1
+#define JITDUMP_HEADER_SIZE 40
+#define JIT_CODE_LOAD 0
+#define JIT_CODE_UNWINDING_INFO 4
+#define JITDUMP_TEXT_OFFSET 64          /* sizeof(Elf64_Ehdr) */
+/* Distance between two perf_jit trampolines: perf maps each one together
+   with its unwind information, and those maps must not overlap. */
+#define JIT_TRAMPOLINE_STRIDE 256
+
+#if defined(__x86_64__)
+#  define JITDUMP_ELF_MACH 62           /* EM_X86_64 */
+#else
+#  define JITDUMP_ELF_MACH 183          /* EM_AARCH64 */
+#endif
+
+static struct {
+    void *mapping;              /* the executable mapping perf looks for */
+    size_t mapping_size;
+    uint64_t code_index;        /* of the next load record */
+    long header_pid;            /* process that wrote the dump's header */
+} jitdump;
+
+/* perf orders records by this clock (perf record -k 1). */
+static uint64_t
+monotonic_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
+        return 0;
+    }
+    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
+}
+
+static void
+jitdump_close(void)
+{
+    if (jitdump.mapping != NULL) {
+        munmap(jitdump.mapping, jitdump.mapping_size);
+        jitdump.mapping = NULL;
+    }
+}
+
+static int
+jitdump_open(const char **reason)
+{
+    char path[64];
+    int fd;
+    PyOS_snprintf(path, sizeof(path), "/tmp/jit-%ld.dump", (long)getpid());
+    if (_PyPerfFile_Open(path, O_RDWR, &fd, reason) < 0) {
+        return -1;
+    }
+    /* A dump left by an earlier process with the same PID describes code
+       that no longer exists: start afresh.  Within one process, a second
+       activation appends to the dump of the first. */
+    off_t size = lseek(fd, 0, SEEK_END);
+    if (size <= 0 || jitdump.header_pid != (long)getpid()) {
+        unsigned char header_buf[JITDUMP_HEADER_SIZE];
+        _PyPerfBuf h = {header_buf, 0, sizeof(header_buf)};
+        _PyPerfBuf_PutU32(&h, JITDUMP_MAGIC);
+        _PyPerfBuf_PutU32(&h, JITDUMP_VERSION);
+        _PyPerfBuf_PutU32(&h, (uint32_t)sizeof(header_buf));
+        _PyPerfBuf_PutU32(&h, JITDUMP_ELF_MACH);
+        _PyPerfBuf_PutU32(&h, 0);               /* padding */
+        _PyPerfBuf_PutU32(&h, (uint32_t)getpid());
+        _PyPerfBuf_PutU64(&h, monotonic_ns());
+        _PyPerfBuf_PutU64(&h, 0);               /* flags */
+        if (_PyPerfFile_Restart(fd, header_buf, h.len) < 0) {
+            int err = errno;
+            *reason = strerror(err);
+            close(fd);
+            errno = err;
+            return -1;
+        }
+        jitdump.header_pid = (long)getpid();
+    }
+    long page = sysconf(_SC_PAGESIZE);
+    jitdump.mapping_size = page > 0 ? (size_t)page : 4096;
+    jitdump.mapping = mmap(NULL, jitdump.mapping_size, PROT_READ | PROT_EXEC,
+                           MAP_PRIVATE, fd, 0);
+    if (jitdump.mapping == MAP_FAILED) {
+        jitdump.mapping = NULL;
+        int err = errno;
+        *reason = (err == EPERM || err == EACCES)
+                  ? "cannot map it executable (is /tmp mounted noexec?)"
+                  : strerror(err);
+        close(fd);
+        errno = err;
+        return -1;
+    }
+    /* The mapping stays; no descriptor is kept open. */
+    close(fd);
+    return 0;
+}
+
+static int
+jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
+{
+    PyObject *symbol = _PyPerfTrampoline_MakeSymbol(co);
+    if (symbol == NULL) {
+        return -1;
+    }
+    size_t names = (size_t)PyBytes_GET_SIZE(symbol);
+    /* Both records: unwinding info (header, 3 sizes, the tables, padding)
+       then code load (header, fixed fields, name, code). */
+    size_t needed = 16 + 24 + _PyPerfUnwind_MAX_SIZE + 8 + 16 + 40
+                    + names + 1 + size;
+    unsigned char small[1024];
+    unsigned char *mem = needed <= sizeof(small) ? small
+                                                 : PyMem_RawMalloc(needed);
+    int res = -1;
+    if (mem == NULL) {
+        errno = ENOMEM;
+        goto done;
+    }
+    _PyPerfBuf b = {mem, 0, needed};
+    uint64_t now = monotonic_ns();
+
+    size_t rec = b.len;
+    _PyPerfBuf_PutU32(&b, JIT_CODE_UNWINDING_INFO);
+    _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
+    _PyPerfBuf_PutU64(&b, now);
+    size_t sizes = b.len;
+    _PyPerfBuf_PutU64(&b, 0);               /* unwinding_size */
+    _PyPerfBuf_PutU64(&b, 0);               /* eh_frame_hdr_size */
+    _PyPerfBuf_PutU64(&b, 0);               /* mapped_size */
+    size_t tables = b.len;
+    /* Where perf's ELF file puts the code and the tables (see above). */
+    size_t hdr_size = _PyPerfUnwind_Write(
+        &b, size, JITDUMP_TEXT_OFFSET,
+        _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + size, 8));
+    uint64_t unwind_size = b.len - tables;
+    memcpy(b.buf + sizes, &unwind_size, 8);
+    uint64_t hdr_size64 = hdr_size;
+    memcpy(b.buf + sizes + 8, &hdr_size64, 8);
+    uint64_t mapped = _Py_SIZE_ROUND_UP(unwind_size, 8);
+    memcpy(b.buf + sizes + 16, &mapped, 8);
+    assert(_Py_SIZE_ROUND_UP(size, 8) + mapped <= JIT_TRAMPOLINE_STRIDE);
+    while ((b.len - rec) % 8) {
+        _PyPerfBuf_PutU8(&b, 0);
+    }
+    _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
+
+    rec = b.len;
+    _PyPerfBuf_PutU32(&b, JIT_CODE_LOAD);
+    _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
+    _PyPerfBuf_PutU64(&b, now);
+    _PyPerfBuf_PutU32(&b, (uint32_t)getpid());
+    _PyPerfBuf_PutU32(&b, (uint32_t)PyThread_get_thread_native_id());
+    _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* vma */
+    _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* code address */
+    _PyPerfBuf_PutU64(&b, size);
+    _PyPerfBuf_PutU64(&b, jitdump.code_index++);
+    _PyPerfBuf_PutBytes(&b, PyBytes_AS_STRING(symbol), names);
+    _PyPerfBuf_PutU8(&b, 0);
+    _PyPerfBuf_PutBytes(&b, code, size);
+    _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
+
+    /* Both records in one write(), so they stay together. */
+    res = _PyPerfFile_Write(b.buf, b.len);
+    if (mem != small) {
+        PyMem_RawFree(mem);
+    }
+done:
+    Py_DECREF(symbol);
+    return res;
+}
+
+/* Give the load records among the records in buf the PID and TID of the
+   calling process and thread.  Return the size of the complete records at
+   the start of buf. */
+static size_t
+claim_records(char *buf, size_t size)
+{
+    uint32_t pid = (uint32_t)getpid();
+    uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
+    size_t pos = 0;
+    while (pos + 16 <= size) {
+        uint32_t id, total;
+        memcpy(&id, buf + pos, 4);
+        memcpy(&total, buf + pos + 4, 4);
+        if (total < 16 || total > size - pos) {
+            break;
+        }
+        if (id == JIT_CODE_LOAD && total >= 24) {
+            memcpy(buf + pos + 16, &pid, 4);
+            memcpy(buf + pos + 20, &tid, 4);
+        }
+        pos += total;
+    }
+    return pos;
+}
+
+const _PyPerfBackend _PyPerfJit_Backend = {
+    .stride = JIT_TRAMPOLINE_STRIDE,
+    .unique_tag = 1,
+    .open = jitdump_open,
+    .write_entry = jitdump_write_entry,
+    .close = jitdump_close,
+    /* A forked child's dump has a header of its own, then the parent's
+       records, rewritten for the child's PID so that the trampolines it
+       inherited resolve in its samples. */
+    .header_size = JITDUMP_HEADER_SIZE,
+    .claim_records = claim_records,
+};
+
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */
