@@ -21,20 +21,19 @@ ensure_deb_src() {
     if [ "$(id -u)" != 0 ]; then
         die "no deb-src entry for Debian's archive; add one (as root) or set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
     fi
-    note "adding a deb-src entry for Debian's main archive"
-    cat > /etc/apt/sources.list.d/cpython-perf-trampoline-src.sources <<EOS
-Types: deb-src
-URIs: http://deb.debian.org/debian
-Suites: bookworm bookworm-updates
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-
-Types: deb-src
-URIs: http://deb.debian.org/debian-security
-Suites: bookworm-security
-Components: main
-Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
-EOS
+    # The same archives as the machine's own "deb" entries for Debian 12
+    # (a mirror or proxy included), as deb-src.
+    local entries
+    entries=$(apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2>/dev/null \
+        | awk '$1 == "deb" && $4 == "main" && $3 ~ /^bookworm(-updates|-security)?$/ { print $2, $3 }' \
+        | sort -u)
+    [ -n "$entries" ] || die "apt has no deb entry for Debian 12 (bookworm) main to derive a deb-src entry from; add a deb-src entry or set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
+    note "adding deb-src entries for the Debian archives apt uses"
+    awk '{ suites[$1] = suites[$1] (suites[$1] == "" ? "" : " ") $2 }
+         END { for (uri in suites) {
+                   printf "Types: deb-src\nURIs: %s\nSuites: %s\nComponents: main\n", uri, suites[uri]
+                   printf "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\n" } }' \
+        <<<"$entries" >/etc/apt/sources.list.d/cpython-perf-trampoline-src.sources
     apt-get update -q >/dev/null
 }
 
