@@ -17,8 +17,8 @@
     .text
     .globl  _Py_trampoline_func_start
     .globl  _Py_trampoline_func_end
-/* Points inside the template where the frame changes, for the unwind
-   information of the perf_jit backend (offsets from the start). */
+/* Points inside the template where the frame changes, for its unwind
+   information (Python/perf_unwind.c). */
     .globl  _Py_trampoline_func_pushed
     .globl  _Py_trampoline_func_framed
     .globl  _Py_trampoline_func_popped

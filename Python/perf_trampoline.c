@@ -31,6 +31,12 @@
    coroutines), and the call instructions of the evaluation loop that
    normally push the callee's frame and continue in the same C frame; while
    active, those make a C call through the callee's trampoline instead.
+   This is not done with the PEP 523 frame evaluation hook, which makes
+   3.11 give up its specialized, inlined Python-to-Python calls: the call
+   instructions keep their fast frame push, and only the final "continue
+   in this C frame" becomes a C call.  That call is a new activation of the
+   evaluator, 60-70 instructions per Python call on recursive fib(), where
+   the hook costs several times as much (see Tools/perf/bench/RESULTS.rst).
 
    A code object's trampoline is kept in co_extra, at an index per backend
    that is reserved when each interpreter is created: a trampoline is always

@@ -20,7 +20,7 @@ export PYTHON_NOFP_INTERPRETER=$BUILD/nofp-obj/python
 results=$BUILD/test-results.xml
 rm -f "$results"
 note "running: python -m test $(echo $TESTS)"
-# The sandbox sets these; several CPython tests fail with them set.  The
+# Some environments set these; several CPython tests fail with them set.  The
 # tests run build/obj/python itself (not the build/python symlink): venvs
 # made from a symlink into a build tree do not find the standard library.
 set +e
