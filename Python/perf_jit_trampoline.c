@@ -48,6 +48,12 @@ static struct {
     size_t mapping_size;
     uint64_t code_index;        /* of the next load record */
     long header_pid;            /* process that wrote the dump's header */
+    /* The unwind tables are the same for every trampoline (their
+       pointers are relative to perf's layout): built once. */
+    unsigned char unwind[_PyPerfUnwind_MAX_SIZE];
+    size_t unwind_size;
+    size_t unwind_hdr_size;
+    size_t unwind_code_size;    /* the code size they were built for */
 } jitdump;
 
 /* perf orders records by this clock (perf record -k 1). */
@@ -153,12 +159,19 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     _PyPerfBuf_PutU64(&b, 0);               /* unwinding_size */
     _PyPerfBuf_PutU64(&b, 0);               /* eh_frame_hdr_size */
     _PyPerfBuf_PutU64(&b, 0);               /* mapped_size */
-    size_t tables = b.len;
-    /* Where perf's ELF file puts the code and the tables (see above). */
-    size_t hdr_size = _PyPerfUnwind_Write(
-        &b, size, JITDUMP_TEXT_OFFSET,
-        _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + size, 8));
-    uint64_t unwind_size = b.len - tables;
+    if (jitdump.unwind_code_size != size) {
+        /* Where perf's ELF file puts the code and the tables (see
+           above). */
+        _PyPerfBuf u = {jitdump.unwind, 0, sizeof(jitdump.unwind)};
+        jitdump.unwind_hdr_size = _PyPerfUnwind_Write(
+            &u, size, JITDUMP_TEXT_OFFSET,
+            _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + size, 8));
+        jitdump.unwind_size = u.len;
+        jitdump.unwind_code_size = size;
+    }
+    _PyPerfBuf_PutBytes(&b, jitdump.unwind, jitdump.unwind_size);
+    size_t hdr_size = jitdump.unwind_hdr_size;
+    uint64_t unwind_size = jitdump.unwind_size;
     memcpy(b.buf + sizes, &unwind_size, 8);
     uint64_t hdr_size64 = hdr_size;
     memcpy(b.buf + sizes + 8, &hdr_size64, 8);

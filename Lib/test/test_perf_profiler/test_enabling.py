@@ -1,0 +1,421 @@
+"""Turning the perf backend on and off: -X perf, PYTHONPERFSUPPORT, their
+precedence, and sys.activate_stack_trampoline() at run time."""
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import unittest
+
+from test import support
+from test.support import import_helper
+from test.test_perf_profiler.util import (PerfTestCase, parse_map,
+                                          perf_map_path,
+                                          requires_perf_trampoline)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+
+
+class TestEnabling(PerfTestCase):
+    """-X perf, PYTHONPERFSUPPORT and their precedence."""
+
+    CODE = textwrap.dedent("""
+        import os, sys
+        def probe():
+            return 1
+        probe()
+        print(os.getpid(), sys.is_stack_trampoline_active())
+    """)
+
+    # (command line options, PYTHONPERFSUPPORT or None, enabled)
+    CASES = [
+        ((), None, False),
+        (("-X", "perf"), None, True),
+        (("-X", "perf=1"), None, True),
+        (("-X", "perf=2"), None, True),
+        (("-X", "perf=-1"), None, True),
+        (("-X", "perf=0"), None, False),
+        (("-X", "perf=abc"), None, False),
+        (("-X", "perf=1abc"), None, False),
+        (("-X", "perf="), None, False),
+        ((), "1", True),
+        ((), "-1", True),
+        ((), "7", True),
+        ((), "", False),
+        ((), "0", False),
+        ((), "abc", False),
+        ((), "1abc", False),
+        ((), "99999999999999999999", False),
+        ((), "-99999999999999999999", False),
+        # -X perf wins over the environment variable, whatever its value.
+        (("-X", "perf=0"), "1", False),
+        (("-X", "perf=abc"), "1", False),
+        (("-X", "perf="), "1", False),
+        (("-X", "perf"), "0", True),
+        (("-X", "perf=1"), "abc", True),
+        # The environment is ignored under -E and -I, not the option.
+        (("-E",), "1", False),
+        (("-I",), "1", False),
+        (("-E", "-X", "perf"), None, True),
+        (("-I", "-X", "perf"), "0", True),
+    ]
+
+    def check_child(self, flags, env_value, enabled):
+        env = self.make_env(PYTHONPERFSUPPORT=env_value)
+        pid, rc, out, err = self.run_python(*flags, "-c", self.CODE,
+                                            env=env)
+        self.assertEqual(err, "")
+        child_pid, active = out.split()
+        self.assertEqual(int(child_pid), pid)
+        self.assertEqual(active, str(enabled))
+        if enabled:
+            text = self.assert_map_file(pid)
+            self.assert_symbol_count(text, "py::probe:<string>", 1)
+            self.assertIn("py::<module>:<string>", self.symbols(text))
+        else:
+            # Not even created.
+            self.assertFalse(os.path.lexists(perf_map_path(pid)))
+
+    def test_enabling(self):
+        for flags, env_value, enabled in self.CASES:
+            with self.subTest(flags=flags, PYTHONPERFSUPPORT=env_value):
+                self.check_child(flags, env_value, enabled)
+
+    def test_runtime_api_overrides_environment(self):
+        code = textwrap.dedent("""
+            import os, sys
+            first = sys.is_stack_trampoline_active()
+            sys.deactivate_stack_trampoline()
+            def probe():
+                return 1
+            probe()
+            print(os.getpid(), first, sys.is_stack_trampoline_active())
+        """)
+        for flags, env_value in [(("-X", "perf"), None), ((), "1")]:
+            with self.subTest(flags=flags, PYTHONPERFSUPPORT=env_value):
+                env = self.make_env(PYTHONPERFSUPPORT=env_value)
+                pid, rc, out, err = self.run_python(*flags, "-c", code,
+                                                    env=env)
+                self.assertEqual(out.split(), [str(pid), "True", "False"])
+                text = self.assert_map_file(pid)
+                self.assert_not_described(text, "probe")
+
+    def test_runtime_api_overrides_disabling_option(self):
+        code = textwrap.dedent("""
+            import os, sys
+            first = sys.is_stack_trampoline_active()
+            sys.activate_stack_trampoline("perf")
+            def probe():
+                return 1
+            probe()
+            print(os.getpid(), first, sys.is_stack_trampoline_active())
+        """)
+        for flags, env_value in [(("-X", "perf=0"), "1"), (("-E",), "1"),
+                                 ((), "0")]:
+            with self.subTest(flags=flags, PYTHONPERFSUPPORT=env_value):
+                env = self.make_env(PYTHONPERFSUPPORT=env_value)
+                pid, rc, out, err = self.run_python(*flags, "-c", code,
+                                                    env=env)
+                self.assertEqual(out.split(), [str(pid), "False", "True"])
+                text = self.assert_map_file(pid)
+                self.assert_symbol_count(text, "py::probe:<string>", 1)
+
+    def test_startup_code_is_described(self):
+        # Activation at startup covers the code run while starting up and
+        # the main script.
+        pid, rc, out, err, script = self.run_script("""
+            import os
+            def probe():
+                return 1
+            probe()
+            print(os.getpid())
+        """, flags=("-X", "perf"))
+        text = self.assert_map_file(pid)
+        symbols = self.symbols(text)
+        self.assertIn(f"py::<module>:{script}", symbols)
+        self.assertIn(f"py::probe:{script}", symbols)
+        # Something from the import system ran through a trampoline too.
+        self.assertTrue(any("importlib" in s for s in symbols), symbols[:20])
+
+    def test_startup_lines_written_when_startup_ends(self):
+        # What is described while the interpreter starts up is written
+        # all at once when start-up is done: it is in the file before the
+        # main script starts, not only when the process exits.
+        pid, rc, out, err, script = self.run_script("""
+            import os
+            with open(f"/tmp/perf-{os.getpid()}.map") as f:
+                print(f.read(), end="")
+        """, flags=("-X", "perf"))
+        self.assertEqual(err, "")
+        self.assert_map_format(out)
+        early = self.symbols(out)
+        self.assertTrue(any("importlib" in s for s in early), early[:20])
+        # After start-up, each line is written as soon as it is made.
+        self.assertEqual(early[-1], f"py::<module>:{script}")
+        text = self.assert_map_file(pid)
+        self.assertTrue(text.startswith(out))
+
+
+class TestRuntimeActivation(PerfTestCase):
+    """sys.activate_stack_trampoline() and
+    sys.deactivate_stack_trampoline() while the program runs."""
+
+    def test_activate_deactivate(self):
+        pid, rc, out, err, script = self.run_script("""
+            import json, os, sys
+            res = {}
+            res["initial"] = sys.is_stack_trampoline_active()
+            sys.deactivate_stack_trampoline()      # no-op when inactive
+            res["after_noop_deactivate"] = sys.is_stack_trampoline_active()
+
+            def before_activation():
+                return 1
+            before_activation()
+
+            sys.activate_stack_trampoline("perf")
+            res["activated"] = sys.is_stack_trampoline_active()
+            sys.activate_stack_trampoline("perf")  # no-op when active
+            res["activated_twice"] = sys.is_stack_trampoline_active()
+
+            def while_active():
+                return 2
+            for _ in range(3):
+                while_active()
+
+            sys.deactivate_stack_trampoline()
+            res["deactivated"] = sys.is_stack_trampoline_active()
+            sys.deactivate_stack_trampoline()
+            res["deactivated_twice"] = sys.is_stack_trampoline_active()
+
+            def after_deactivation():
+                return 3
+            after_deactivation()
+
+            sys.activate_stack_trampoline("perf")
+            res["reactivated"] = sys.is_stack_trampoline_active()
+            while_active()     # already has a trampoline
+            def active_again():
+                return 4
+            active_again()
+            sys.deactivate_stack_trampoline()
+            res["pid"] = os.getpid()
+            print(json.dumps(res))
+        """)
+        res = self.last_json(out)
+        self.assertEqual(res, {
+            "initial": False, "after_noop_deactivate": False,
+            "activated": True, "activated_twice": True,
+            "deactivated": False, "deactivated_twice": False,
+            "reactivated": True, "pid": pid,
+        })
+        self.assertEqual(err, "")
+        text = self.assert_map_file(pid)
+        self.assert_not_described(text, "before_activation")
+        self.assert_not_described(text, "after_deactivation")
+        self.assert_symbol_count(text, f"py::while_active:{script}", 1)
+        self.assert_symbol_count(text, f"py::active_again:{script}", 1)
+        # The module frame started before activation.
+        self.assertNotIn(f"py::<module>:{script}", self.symbols(text))
+        self.assert_no_overlap(parse_map(text))
+
+    def test_activation_inside_running_frames(self):
+        # Frames started before activation or still running after
+        # deactivation return normally, also with exceptions.
+        pid, rc, out, err, script = self.run_script("""
+            import json, os, sys
+
+            def leaf(x):
+                return x + 1
+
+            def activating():
+                sys.activate_stack_trampoline("perf")
+                return leaf(1)
+
+            def outer():
+                # Started without a trampoline, calls through one.
+                return activating() + leaf(10)
+
+            def deactivating_inner():
+                sys.deactivate_stack_trampoline()
+                return "inner"
+
+            def deactivating_outer():
+                # Started through a trampoline, returns after deactivation.
+                return deactivating_inner() + "+outer"
+
+            def raising_inner():
+                sys.deactivate_stack_trampoline()
+                raise ValueError("raised after deactivation")
+
+            def raising_middle():
+                return raising_inner()
+
+            def raising_outer():
+                try:
+                    raising_middle()
+                except ValueError as exc:
+                    return (str(exc), exc.__traceback__.tb_next.tb_frame
+                            .f_code.co_name)
+
+            res = {}
+            res["outer"] = outer()
+            res["deactivating"] = deactivating_outer()
+            res["active1"] = sys.is_stack_trampoline_active()
+            sys.activate_stack_trampoline("perf")
+            res["raising"] = raising_outer()
+            res["active2"] = sys.is_stack_trampoline_active()
+            res["leaf"] = leaf(100)
+            print(json.dumps(res))
+            print(os.getpid())
+        """)
+        lines = out.splitlines()
+        res = json.loads(lines[0])
+        self.assertEqual(res, {
+            "outer": 13, "deactivating": "inner+outer", "active1": False,
+            "raising": ["raised after deactivation", "raising_middle"],
+            "active2": False, "leaf": 101,
+        })
+        text = self.assert_map_file(pid)
+        for name, count in [("leaf", 1), ("deactivating_outer", 1),
+                            ("deactivating_inner", 1), ("raising_outer", 1),
+                            ("raising_middle", 1), ("raising_inner", 1),
+                            ("outer", 0), ("activating", 0)]:
+            self.assert_symbol_count(text, f"py::{name}:{script}", count)
+        self.assert_not_described(text, "outer")
+        self.assert_not_described(text, "activating")
+
+    def test_many_cycles(self):
+        pid, rc, out, err, script = self.run_script("""
+            import os, sys
+
+            def make(i):
+                ns = {}
+                exec(f"def cycle_{i}(x):\\n    return x + {i}\\n", ns)
+                return ns[f"cycle_{i}"]
+
+            def shared(x):
+                return -x
+
+            funcs = [make(i) for i in range(1000)]
+            total = 0
+            for i, func in enumerate(funcs):
+                sys.activate_stack_trampoline("perf")
+                assert sys.is_stack_trampoline_active()
+                total += func(0) + shared(i)
+                sys.deactivate_stack_trampoline()
+                assert not sys.is_stack_trampoline_active()
+                total += shared(i)
+            print(os.getpid(), total)
+        """)
+        self.assertEqual(err, "")
+        self.assertEqual(out.split(), [str(pid), str(sum(range(1000)) -
+                                                     2 * sum(range(1000)))])
+        text = self.assert_map_file(pid)
+        symbols = self.symbols(text)
+        for i in range(1000):
+            self.assertEqual(symbols.count(f"py::cycle_{i}:<string>"), 1, i)
+        self.assertEqual(symbols.count(f"py::shared:{script}"), 1)
+        self.assert_no_overlap(parse_map(text))
+
+    def test_write_failure_keeps_lines_whole(self):
+        # When the map cannot grow any more (here: RLIMIT_FSIZE, as with a
+        # full disk), the program goes on and the map keeps only whole
+        # lines.
+        import_helper.import_module("resource")
+        pid, rc, out, err, script = self.run_script("""
+            import os, resource, signal, sys
+
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            path = f"/tmp/perf-{os.getpid()}.map"
+            sys.activate_stack_trampoline("perf")
+            def before_limit():
+                return 0
+            before_limit()
+            size = os.path.getsize(path)
+            soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (size + 100, hard))
+            total = 0
+            for i in range(20):
+                ns = {}
+                exec(f"def limited_{i}():\\n    return {i}\\n", ns)
+                total += ns[f"limited_{i}"]()
+            resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+            print(os.getpid(), total)
+        """)
+        self.assertEqual(out.split(), [str(pid), str(sum(range(20)))])
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::before_limit:{script}", 1)
+
+    def test_existing_map_is_appended_to(self):
+        # The child creates its map itself, with O_EXCL, before it
+        # activates the backend: the earlier line can only be in the map
+        # if activation appended to the file instead of replacing it, so
+        # a plain name is enough.  (If a stale map is at the child's path,
+        # the child fails and run_python() runs it again.)
+        pid, rc, out, err, script = self.run_script("""
+            import os, sys
+            path = f"/tmp/perf-{os.getpid()}.map"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, b"1000 10 py::earlier:earlier.py\\n")
+            os.close(fd)
+            sys.activate_stack_trampoline("perf")
+            def probe():
+                return 1
+            probe()
+            sys.deactivate_stack_trampoline()
+            print(os.getpid())
+        """)
+        self.assertEqual(out.split(), [str(pid)])
+        text = self.assert_map_file(pid)
+        self.assertTrue(text.startswith("1000 10 py::earlier:earlier.py\n"))
+        self.assert_symbol_count(text, "py::earlier:earlier.py", 1)
+        self.assert_symbol_count(text, f"py::probe:{script}", 1)
+
+    def test_map_lines_written_immediately(self):
+        # The line of a function is in the file as soon as the function
+        # has started, long before the process exits.
+        script = self.write_script("""
+            import os, sys
+            # A map left behind by an earlier process with the same PID.
+            try:
+                os.unlink(f"/tmp/perf-{os.getpid()}.map")
+            except FileNotFoundError:
+                pass
+            sys.activate_stack_trampoline("perf")
+            def live_probe():
+                return 1
+            live_probe()
+            print(os.getpid(), flush=True)
+            sys.stdin.readline()
+            def late_probe():
+                return 2
+            late_probe()
+        """)
+        proc = subprocess.Popen([sys.executable, script],
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, env=self.make_env())
+        self.forget_map(proc.pid)
+        with proc:
+            try:
+                line = proc.stdout.readline()
+                self.assertEqual(line.strip(), str(proc.pid).encode())
+                with open(perf_map_path(proc.pid), encoding="utf-8") as f:
+                    text = f.read()
+            finally:
+                proc.stdin.write(b"\n")
+                proc.stdin.close()
+                proc.wait(timeout=support.SHORT_TIMEOUT)
+        self.assertEqual(proc.returncode, 0)
+        self.assert_map_format(text)
+        self.assert_symbol_count(text, f"py::live_probe:{script}", 1)
+        self.assert_not_described(text, "late_probe")
+        text = self.assert_map_file(proc.pid)
+        self.assert_symbol_count(text, f"py::late_probe:{script}", 1)
+
+
+if __name__ == "__main__":
+    unittest.main()

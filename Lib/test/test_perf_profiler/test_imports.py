@@ -1,0 +1,218 @@
+"""The description file while the program imports: it stays open between
+writes, and is closed when the import is done."""
+
+import os
+import textwrap
+import unittest
+
+from test import support
+from test.test_perf_profiler.util import (PerfTestCase, code_loads,
+                                          requires_perf_trampoline)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+
+
+class TestImports(PerfTestCase):
+    """While the program imports, the description file stays open between
+    writes; it is closed when the import is done."""
+
+    # The main script: writes the module source given as argv[1] to
+    # imported_module.py next to itself, activates the backend named by
+    # argv[2] and imports the module.  The script is in a new directory,
+    # first on sys.path; run_import() checks that this file is the one
+    # imported.
+    MAIN = """
+        import json, os, sys
+
+        here = os.path.dirname(os.path.abspath(__file__))
+        with open(os.path.join(here, "imported_module.py"), "w") as f:
+            f.write(sys.argv[1])
+        backend = sys.argv[2]
+        if backend == "perf":
+            path = f"/tmp/perf-{os.getpid()}.map"
+        else:
+            path = f"/tmp/jit-{os.getpid()}.dump"
+        sys.activate_stack_trampoline(backend)
+
+        def description_fds():
+            fds = []
+            for name in os.listdir("/proc/self/fd"):
+                try:
+                    if os.readlink(f"/proc/self/fd/{name}") == path:
+                        fds.append(int(name))
+                except OSError:
+                    pass
+            return fds
+
+        import imported_module
+        result = dict(vars(imported_module).get("result", {}))
+        result["module"] = imported_module.__file__
+        result["after"] = description_fds()
+        if hasattr(imported_module, "after_import"):
+            result.update(imported_module.after_import())
+        result["pid"] = os.getpid()
+        print(json.dumps(result))
+    """
+
+    def run_import(self, module, backend="perf"):
+        pid, rc, out, err, script = self.run_script(
+            self.MAIN, textwrap.dedent(module), backend)
+        if backend == "perf_jit":
+            self.forget_dump(pid)
+        self.assertEqual(err, "")
+        res = self.last_json(out)
+        self.assertEqual(res["pid"], pid)
+        self.assertEqual(res["module"],
+                         os.path.join(os.path.dirname(script),
+                                      "imported_module.py"))
+        return pid, res
+
+    def check_open_only_while_importing(self, backend):
+        pid, res = self.run_import("""
+            import __main__
+            def in_import():
+                return 1
+            in_import()
+            with open(__main__.path, "rb") as f:
+                written = f.read()
+            result = {"written": b"py::in_import:" in written,
+                      "during": __main__.description_fds()}
+        """, backend)
+        # Written as soon as the function ran, from a descriptor that was
+        # open during the import only.
+        self.assertTrue(res["written"])
+        self.assertEqual(len(res["during"]), 1)
+        self.assertEqual(res["after"], [])
+        return pid, res
+
+    def test_map_open_only_while_importing(self):
+        pid, res = self.check_open_only_while_importing("perf")
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::in_import:{res['module']}", 1)
+
+    def test_dump_open_only_while_importing(self):
+        pid, res = self.check_open_only_while_importing("perf_jit")
+        _, records = self.read_dump(pid)
+        names = [f["name"] for f in code_loads(records)]
+        self.assertEqual(names.count(f"py::in_import:{res['module']}"), 1)
+
+    # A module that runs first(), then closes the map's descriptor
+    # ("kept") and opens a file of its own ("own") under the same number.
+    CLOSE_AND_REUSE = """
+        import __main__, os
+        def first():
+            return 1
+        first()
+        [kept] = __main__.description_fds()
+        os.close(kept)
+        own = os.path.join(__main__.here, "own.txt")
+        fd = os.open(own, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        if fd != kept:
+            os.dup2(fd, kept)
+            os.close(fd)
+    """
+
+    def run_close_and_reuse(self, rest):
+        return self.run_import(textwrap.dedent(self.CLOSE_AND_REUSE)
+                               + textwrap.dedent(rest))
+
+    def test_program_closes_the_descriptor(self):
+        # The program's file is never written to or closed.
+        pid, res = self.run_close_and_reuse("""
+            def second():
+                return 2
+            second()
+            os.write(kept, b"own data")
+            os.close(kept)
+            with open(own, "rb") as f:
+                result = {"own": f.read().decode()}
+        """)
+        self.assertEqual(res["own"], "own data")
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        for name in ("first", "second"):
+            self.assert_symbol_count(text, f"py::{name}:{res['module']}", 1)
+
+    def test_program_closes_the_descriptor_before_import_ends(self):
+        # The same, with no function run for the first time before the
+        # import is done: the program's file stays open.
+        pid, res = self.run_close_and_reuse("""
+            def after_import():
+                os.write(kept, b"own data")
+                os.close(kept)
+                with open(own, "rb") as f:
+                    return {"own": f.read().decode()}
+        """)
+        self.assertEqual(res["own"], "own data")
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::first:{res['module']}", 1)
+
+    def test_map_removed_during_import(self):
+        pid, res = self.run_import("""
+            import __main__, os
+            def first():
+                return 1
+            first()
+            os.unlink(__main__.path)
+            def second():
+                return 2
+            second()
+        """)
+        self.assertEqual(res["after"], [])
+        text = self.assert_map_file(pid)
+        self.assert_not_described(text, "first")
+        self.assert_symbol_count(text, f"py::second:{res['module']}", 1)
+
+    @support.requires_fork()
+    def test_fork_during_import(self):
+        # The child must not write to the parent's map through the
+        # descriptor it inherits.
+        module = """
+            import __main__, os
+            def before_fork():
+                return 1
+            before_fork()
+            child = os.fork()
+            if child == 0:
+                code = 1
+                try:
+                    def child_only():
+                        return 2
+                    child_only()
+                    # Nothing open on the parent's map.
+                    code = 0 if not __main__.description_fds() else 2
+                finally:
+                    os._exit(code)
+            _, status = os.waitpid(child, 0)
+            def parent_after():
+                return 3
+            parent_after()
+            result = {"child": child,
+                      "exitcode": os.waitstatus_to_exitcode(status)}
+        """
+
+        def run():
+            pid, res = self.run_import(module)
+            self.check_fresh(res["child"])
+            return pid, res
+
+        pid, res = self.retrying(run)
+        self.assertEqual(res["exitcode"], 0)
+        self.assertEqual(res["after"], [])
+        mod = res["module"]
+        parent_map = self.assert_map_file(pid)
+        child_map = self.assert_map_file(res["child"])
+        self.assert_symbol_count(parent_map, f"py::before_fork:{mod}", 1)
+        self.assert_symbol_count(parent_map, f"py::parent_after:{mod}", 1)
+        self.assert_not_described(parent_map, "child_only")
+        self.assert_symbol_count(child_map, f"py::before_fork:{mod}", 1)
+        self.assert_symbol_count(child_map, f"py::child_only:{mod}", 1)
+        self.assert_not_described(child_map, "parent_after")
+
+
+if __name__ == "__main__":
+    unittest.main()

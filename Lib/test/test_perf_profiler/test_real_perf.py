@@ -1,0 +1,207 @@
+"""Record a program with Linux perf and check the call stacks it shows.
+
+The same tests run for both backends: the perf map backend, unwound with
+frame pointers by "perf record -g" on this interpreter, and the perf_jit
+backend, unwound with DWARF information by "perf record --call-graph
+dwarf" and "perf inject --jit" on an interpreter without frame pointers.
+"""
+
+import os
+import re
+import shutil
+import sys
+import tempfile
+import unittest
+
+from test import support
+from test.support import os_helper
+from test.test_perf_profiler.util import (
+    PY_NAME_RE, PerfTestCase, StaleMapPath, check_perf_record,
+    existing_maps, frame_pointers_enabled, map_name, nofp_python,
+    perf_command, perf_samples, remove_jitted_objects,
+    requires_perf_trampoline, run_perf)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+if sys.platform != "linux":
+    raise unittest.SkipTest("Linux perf is needed")
+
+
+class RealPerfTests:
+    """The real-perf tests, shared by the two backends.
+
+    A concrete class derives from this mixin and PerfTestCase, and says
+    how its backend is recorded."""
+
+    # The interpreter to record.
+    python = None
+    # The backend: the value of the -X option that turns it on.
+    xoption = None
+    # Options of "perf record" that choose the sampling frequency and how
+    # call chains are unwound.
+    record_options = ()
+    # Whether "perf inject --jit" must run on the recording before
+    # "perf script" can name the trampolines.
+    inject_jit = False
+
+    # Fewer samples than this make the test meaningless: it is skipped.
+    MIN_SAMPLES = 50
+    # The share of the samples in foo() whose call chain must be right.
+    MIN_RATIO = 0.95
+
+    PERF_SCRIPT = """
+        import os, time
+
+        def foo():
+            x = 0
+            deadline = time.perf_counter() + 1.2
+            while time.perf_counter() < deadline:
+                for i in range(10_000):
+                    x += i * i
+            return x
+
+        def bar():
+            return foo()
+
+        def baz():
+            return bar()
+
+        baz()
+        print(os.getpid())
+    """
+
+    @classmethod
+    def setUpClass(cls):
+        super().setUpClass()
+        cls.perf = shutil.which("perf")
+        if cls.perf is None:
+            raise unittest.SkipTest("perf is not installed")
+        check_perf_record(cls.perf, cls.python, cls.record_options)
+
+    def record(self, trampolines):
+        """Record PERF_SCRIPT, with the backend active if trampolines is
+        true; return (python's pid, script path, [[symbol, ...] innermost
+        first, per sample])."""
+        script = self.write_script(self.PERF_SCRIPT)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        data = os.path.join(tmpdir, "perf.data")
+        flags = ("-X", self.xoption) if trampolines else ()
+        perf = perf_command(self.perf, tmpdir)
+        existing = existing_maps()
+        cmd = [*perf, "record", *self.record_options,
+               "-e", "cpu-clock", "-o", data, "--",
+               self.python, *flags, script]
+        proc = run_perf(cmd, "perf record", env=self.make_env(),
+                        check=False)
+        out = proc.stdout.decode("utf-8", "replace")
+        err = proc.stderr.decode("utf-8", "replace")
+        pid = None
+        if out.strip().isdigit():
+            pid = int(out.strip())
+            if trampolines and self.inject_jit:
+                self.forget_dump(pid)
+                self.addCleanup(remove_jitted_objects, pid)
+            if map_name(pid) in existing:
+                # perf would read a stale map too.
+                raise StaleMapPath(pid)
+            self.forget_map(pid)
+        if proc.returncode != 0 or pid is None:
+            if pid is None:
+                # Did the program fail, or perf?  The program must work
+                # without perf (run_python() fails the test otherwise).
+                self.run_python(*flags, script, executable=self.python)
+            self.skipTest(f"perf record failed: {err[-300:]}")
+        if self.inject_jit:
+            injected = os.path.join(tmpdir, "perf.jit.data")
+            run_perf([*perf, "inject", "--jit", "-i", data,
+                      "-o", injected], "perf inject --jit")
+            data = injected
+        samples = perf_samples(perf, data)
+        if len(samples) < self.MIN_SAMPLES:
+            self.skipTest(f"perf recorded only {len(samples)} samples")
+        return pid, script, samples
+
+    def test_python_frames_in_perf_stacks(self):
+        pid, script, samples = self.retrying(lambda: self.record(True))
+        escaped = re.escape(script)
+        patterns = {
+            name: re.compile(rf"^py::{name}:{escaped}(\+0x[0-9a-f]+)?$")
+            for name in ("foo", "bar", "baz")}
+        # Every sample in which anything names foo, even in an unexpected
+        # form, must show the right call chain.
+        in_foo = [frames for frames in samples
+                  if any("py::foo:" in frame for frame in frames)]
+        self.assertTrue(in_foo,
+                        f"no sample names py::foo among {len(samples)}")
+        # foo is called by bar, called by baz.
+        callers = 0
+        # foo, bar and baz are the three innermost Python frames.
+        innermost = 0
+        for frames in in_foo:
+            py_frames = [f for f in frames if PY_NAME_RE.match(f)]
+            for i, frame in enumerate(py_frames):
+                if patterns["foo"].match(frame):
+                    rest = py_frames[i + 1:i + 3]
+                    if (len(rest) == 2 and patterns["bar"].match(rest[0])
+                            and patterns["baz"].match(rest[1])):
+                        callers += 1
+                    break
+            top = py_frames[:3]
+            if len(top) == 3 and all(patterns[name].match(frame)
+                                     for name, frame
+                                     in zip(("foo", "bar", "baz"), top)):
+                innermost += 1
+        if support.verbose:
+            print(f"\n    {self.xoption}: of {len(in_foo)} samples in foo, "
+                  f"{callers} show foo <- bar <- baz, {innermost} as the "
+                  f"innermost Python frames", file=sys.stderr)
+        self.assertGreaterEqual(
+            callers / len(in_foo), self.MIN_RATIO,
+            f"only {callers} of {len(in_foo)} samples in foo show "
+            f"foo <- bar <- baz")
+        self.assertGreaterEqual(
+            innermost / len(in_foo), self.MIN_RATIO,
+            f"only {innermost} of {len(in_foo)} samples in foo show "
+            f"foo, bar and baz as the innermost Python frames")
+
+    def test_no_python_frames_without_trampolines(self):
+        pid, script, samples = self.retrying(lambda: self.record(False))
+        names = [frame for frames in samples for frame in frames
+                 if PY_NAME_RE.match(frame)]
+        self.assertEqual(names[:10], [])
+
+
+@unittest.skipUnless(frame_pointers_enabled(),
+                     "Python was not built with -fno-omit-frame-pointer")
+class TestPerfMapBackend(RealPerfTests, PerfTestCase):
+    """The perf map backend: "perf record -g" unwinds with frame pointers
+    through this interpreter, which must have them."""
+
+    python = sys.executable
+    xoption = "perf"
+    record_options = ("-F", "999", "-g", "--call-graph=fp")
+
+
+NOFP_PYTHON = nofp_python()
+
+
+@unittest.skipIf(NOFP_PYTHON is None,
+                 "no interpreter without frame pointers: set "
+                 "PYTHON_NOFP_INTERPRETER (make test does)")
+class TestPerfJitBackend(RealPerfTests, PerfTestCase):
+    """The perf_jit backend: "perf record --call-graph dwarf" and
+    "perf inject --jit" on an interpreter without frame pointers
+    (PYTHON_NOFP_INTERPRETER)."""
+
+    python = NOFP_PYTHON
+    xoption = "perf_jit"
+    # -k 1: timestamps from CLOCK_MONOTONIC, the clock of the jitdump.
+    record_options = ("-k", "1", "-F", "499", "-g", "--call-graph", "dwarf")
+    inject_jit = True
+
+
+if __name__ == "__main__":
+    unittest.main()
