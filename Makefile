@@ -1,7 +1,8 @@
 # Perf trampolines for CPython 3.11.2: the front door.  See README.rst.
 #
 #   make          fetch, assemble and build; the interpreter is build/python
-#   make demo     profile a small program with perf and show Python frames
+#   make demo     profile a small program with perf and show Python frames,
+#                 then write its flame graph (Tools/perf/pyprofile)
 #   make test     run our tests and the CPython tests this patch touches
 #   make patch    write build/cpython-3.11.2-perf-trampoline.patch and check it
 #   make refresh  turn edits made in build/cpython back into our files
@@ -31,6 +32,7 @@ build: deps
 	@$(TOOLS)/build.sh
 
 demo: build
+	@$(TOOLS)/deps.sh --flamegraph
 	@$(TOOLS)/demo.sh
 
 test: build

@@ -50,3 +50,10 @@ perf script -i "$out/perf.data" -F comm,ip,sym 2>/dev/null \
 echo
 total=$(perf script -i "$out/perf.data" -F ip,sym 2>/dev/null | awk 'BEGIN { RS = "" } { n++ } /py::/ { p++ } END { printf "%d of %d", p, n }')
 note "samples with Python functions in their call chain: $total"
+
+echo
+note "the same in one command: Tools/perf/pyprofile --backend $BACKEND -- python demo.py"
+"$TOP/Tools/perf/pyprofile" --backend "$BACKEND" -o "$out/flamegraph.html" \
+    -- "$PY" "$TOP/Tools/perf/demo.py" >"$out/pyprofile.log" \
+    || { cat "$out/pyprofile.log"; die "pyprofile failed"; }
+note "flame graph (Python functions in green): $out/flamegraph.html"

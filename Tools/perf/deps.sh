@@ -9,15 +9,31 @@ PACKAGES="build-essential pkg-config patch xz-utils python3
 zlib1g-dev libffi-dev libssl-dev libbz2-dev liblzma-dev libsqlite3-dev
 libreadline-dev libncurses-dev uuid-dev libexpat1-dev libgdbm-dev
 libgdbm-compat-dev autoconf2.69 autoconf-archive quilt linux-perf gdb"
+flamegraph=no
 for arg in "$@"; do
     case "$arg" in
-        # "make test" also checks that the template assembles for aarch64.
-        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu" ;;
+        # "make test" also checks that the template assembles for aarch64,
+        # and opens pyprofile's flame graphs in a browser.
+        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu chromium"
+                flamegraph=yes ;;
+        # Tools/perf/pyprofile renders with d3-flame-graph from npm.
+        --flamegraph) flamegraph=yes ;;
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
         --bench) PACKAGES="$PACKAGES valgrind" ;;
         *) die "unknown option $arg" ;;
     esac
 done
+
+if [ $flamegraph = yes ] && ! command -v npm >/dev/null; then
+    PACKAGES="$PACKAGES npm"
+fi
+
+setup_flamegraph() {
+    if [ $flamegraph = yes ]; then
+        python3 "$TOP/Tools/perf/pyprofile" --setup >/dev/null \
+            || die "Tools/perf/pyprofile --setup failed"
+    fi
+}
 
 missing=""
 for p in $PACKAGES; do
@@ -25,7 +41,10 @@ for p in $PACKAGES; do
         missing="$missing $p"
     fi
 done
-[ -z "$missing" ] && exit 0
+if [ -z "$missing" ]; then
+    setup_flamegraph
+    exit 0
+fi
 
 if [ "$(id -u)" = 0 ]; then
     SUDO=""
@@ -40,3 +59,4 @@ fi
 note "installing:$missing"
 $SUDO apt-get update -q >/dev/null
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-upgrade $missing >/dev/null
+setup_flamegraph

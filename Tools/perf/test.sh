@@ -45,4 +45,12 @@ for case in ET.parse(sys.argv[1]).iter("testcase"):
 print(f"test cases: {passed} passed, {failed} failed, {skipped} skipped")
 PYEOF
 fi
+
+note "running: Tools/perf/tests (pyprofile)"
+set +e
+(cd "$TOP/Tools/perf/tests" && env -u PYTHONPERFSUPPORT \
+    "$OBJ/python" -m unittest discover -s . -v)
+rc2=$?
+set -e
+[ $rc = 0 ] && rc=$rc2
 exit $rc

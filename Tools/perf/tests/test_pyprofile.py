@@ -1,0 +1,341 @@
+"""Tests for Tools/perf/pyprofile: the readiness check, recording with both
+backends (a command and a running process) and the flame graph page.
+
+Run by "make test" with the built interpreter:
+
+    build/python -m unittest discover -s Tools/perf/tests
+
+PYTHON_NOFP_INTERPRETER names an interpreter built without frame pointers
+(make test builds one); the tests that need it are skipped without it.
+"""
+
+import contextlib
+import importlib.machinery
+import importlib.util
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import time
+import unittest
+from unittest import mock
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+PYPROFILE = os.path.join(os.path.dirname(HERE), "pyprofile")
+
+
+def load_pyprofile():
+    loader = importlib.machinery.SourceFileLoader("pyprofile", PYPROFILE)
+    spec = importlib.util.spec_from_loader("pyprofile", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+pyprofile = load_pyprofile()
+
+HAVE_TRAMPOLINE = sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") == 1
+NOFP_PYTHON = os.environ.get("PYTHON_NOFP_INTERPRETER")
+
+PROGRAM = textwrap.dedent("""
+    import sys, time
+
+    def foo():
+        x = 0
+        deadline = time.perf_counter() + float(sys.argv[1])
+        while time.perf_counter() < deadline:
+            for i in range(1000):
+                x += i
+        return x
+
+    def bar():
+        return foo()
+
+    def baz():
+        return bar()
+
+    print("ready", flush=True)
+    baz()
+""")
+
+
+def run_pyprofile(*args, timeout=300):
+    return subprocess.run([sys.executable, PYPROFILE, *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def page_tree(path):
+    """The tree of samples embedded in a flame graph page."""
+    with open(path, encoding="utf-8") as f:
+        page = f.read()
+    match = re.search(r"const stacks = \[(.*)\];\n", page)
+    return json.loads(match.group(1))
+
+
+def chains(node, prefix=()):
+    """Every path from the root, as tuples of (name, libtype)."""
+    path = prefix + ((node["n"], node["l"]),)
+    yield path
+    for child in node["c"]:
+        yield from chains(child, path)
+
+
+def ready_or_skip(testcase, backend, python):
+    proc = run_pyprofile("--check", "--backend", backend, "--python", python)
+    if proc.returncode != 0:
+        testcase.skipTest(f"not ready to record here:\n{proc.stdout}")
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestReadiness(unittest.TestCase):
+
+    def check(self, *args):
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = pyprofile.main(["--check", *args])
+        return rc, out.getvalue()
+
+    def test_ready_on_this_machine(self):
+        if shutil.which("perf") is None:
+            self.skipTest("perf is not installed")
+        proc = run_pyprofile("--check", "--python", sys.executable)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        for name in ("perf", "permission", "interpreter", "frame pointers",
+                     "self-sample", "renderer"):
+            self.assertRegex(proc.stdout, rf"(?m)^ok   {name}: ")
+        self.assertNotIn("FAIL", proc.stdout)
+
+    def test_paranoid_setting_forbids_recording(self):
+        fake = {"/proc/sys/kernel/perf_event_paranoid": "3\n",
+                "/proc/self/status": "CapEff:\t0000000000000000\n"}
+        with mock.patch.object(pyprofile, "read_text", fake.get), \
+             mock.patch.object(pyprofile.os, "geteuid", return_value=1000):
+            rc, out = self.check("--python", sys.executable)
+        self.assertEqual(rc, 1)
+        self.assertIn("FAIL permission: perf_event_paranoid=3", out)
+        self.assertIn("fix: sudo sysctl kernel.perf_event_paranoid=2", out)
+        # A failure stops the check before anything is recorded.
+        self.assertNotIn("self-sample", out)
+
+    def test_capability_is_enough(self):
+        cap_perfmon = 1 << 38
+        fake = {"/proc/sys/kernel/perf_event_paranoid": "3\n",
+                "/proc/self/status": f"CapEff:\t{cap_perfmon:016x}\n"}
+        with mock.patch.object(pyprofile, "read_text", fake.get), \
+             mock.patch.object(pyprofile.os, "geteuid", return_value=1000):
+            check = pyprofile.check_permission()
+        self.assertTrue(check.ok, check)
+
+    def test_noexec_tmp_fails_for_perf_jit_only(self):
+        mountinfo = ("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+                     "40 22 0:35 / /tmp rw,nosuid,nodev,noexec shared:20 - "
+                     "tmpfs tmpfs rw\n")
+        with mock.patch.object(pyprofile, "read_text",
+                               {"/proc/self/mountinfo": mountinfo}.get):
+            jit = pyprofile.check_tmp("perf_jit")
+            perf = pyprofile.check_tmp("perf")
+        self.assertFalse(jit.ok)
+        self.assertIn("noexec", jit.detail)
+        self.assertEqual(jit.fix, "sudo mount -o remount,exec /tmp")
+        self.assertIsNone(perf)
+
+    def test_exec_tmp(self):
+        mountinfo = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
+        with mock.patch.object(pyprofile, "read_text",
+                               {"/proc/self/mountinfo": mountinfo}.get):
+            check = pyprofile.check_tmp("perf_jit")
+        self.assertTrue(check.ok, check)
+        self.assertIn("on /)", check.detail)
+
+    def test_interpreter_without_support(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            # An interpreter that says it has no trampolines.
+            fake = os.path.join(tmp, "python")
+            with open(fake, "w") as f:
+                f.write("#!/bin/sh\necho '{\"version\": \"3.11.2\", "
+                        "\"trampoline\": null, \"api\": false, "
+                        "\"cflags\": \"\"}'\n")
+            os.chmod(fake, 0o755)
+            rc, out = self.check("--python", fake)
+        self.assertEqual(rc, 1)
+        self.assertIn("FAIL interpreter:", out)
+        self.assertIn("has no perf trampoline support", out)
+
+    def test_missing_perf(self):
+        with mock.patch.object(pyprofile.shutil, "which", return_value=None):
+            check = pyprofile.check_perf()
+        self.assertFalse(check.ok)
+        self.assertEqual(check.fix, "sudo apt-get install linux-perf")
+
+    @unittest.skipUnless(NOFP_PYTHON, "PYTHON_NOFP_INTERPRETER is not set")
+    def test_no_frame_pointers(self):
+        rc, out = self.check("--python", NOFP_PYTHON)
+        self.assertEqual(rc, 1)
+        self.assertIn("FAIL frame pointers: not built with frame pointers",
+                      out)
+        self.assertIn("use --backend perf_jit", out)
+
+    def test_process_without_support(self):
+        proc = subprocess.Popen([sys.executable, "-c",
+                                 "import time; time.sleep(60)"],
+                                env={k: v for k, v in os.environ.items()
+                                     if k != "PYTHONPERFSUPPORT"})
+        try:
+            check = pyprofile.check_process(proc.pid, "perf")
+        finally:
+            proc.kill()
+            proc.wait()
+        self.assertFalse(check.ok)
+        self.assertIn("PYTHONPERFSUPPORT=1", check.fix)
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestRecording(unittest.TestCase):
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.program = os.path.join(self.tmp, "program.py")
+        with open(self.program, "w") as f:
+            f.write(PROGRAM)
+        self.output = os.path.join(self.tmp, "flamegraph.html")
+
+    def assert_chain(self, output):
+        tree = page_tree(output)
+        self.assertEqual(tree["n"], "all")
+        found = False
+        for path in chains(tree):
+            py = [(name, lib) for name, lib in path
+                  if name.startswith("py::")]
+            names = [name.split(":")[2] for name, _ in py]
+            if names[-3:] == ["baz", "bar", "foo"]:
+                found = True
+                # Python frames are colored apart from native ones.
+                self.assertEqual({lib for _, lib in py}, {"jit"})
+                self.assertEqual(py[-1][0], f"py::foo:{self.program}")
+        self.assertTrue(found, "no py::foo <- py::bar <- py::baz in the page")
+        native = [lib for path in chains(tree) for name, lib in path
+                  if name == "_PyEval_EvalFrameDefault"]
+        self.assertTrue(native)
+        self.assertNotIn("jit", native)
+
+    def record(self, backend, python):
+        ready_or_skip(self, backend, python)
+        proc = run_pyprofile("--backend", backend, "-o", self.output,
+                             "--", python, self.program, "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assertIn(f"flame graph: {self.output}", proc.stdout)
+        self.assert_chain(self.output)
+        return proc
+
+    def test_perf_backend(self):
+        self.record("perf", sys.executable)
+
+    def test_perf_jit_backend(self):
+        self.record("perf_jit", NOFP_PYTHON or sys.executable)
+
+    def test_files_left_behind(self):
+        before = set(os.listdir("/tmp"))
+        self.record("perf_jit", NOFP_PYTHON or sys.executable)
+        new = set(os.listdir("/tmp")) - before
+        left = [name for name in new if name.startswith(("perf-", "jit-",
+                                                         "jitted-"))]
+        self.assertEqual(left, [])
+
+    def test_attach_to_running_process(self):
+        ready_or_skip(self, "perf", sys.executable)
+        env = dict(os.environ, PYTHONPERFSUPPORT="1")
+        proc = subprocess.Popen([sys.executable, self.program, "6"],
+                                stdout=subprocess.PIPE, text=True, env=env)
+        self.addCleanup(lambda: os.path.exists(f"/tmp/perf-{proc.pid}.map")
+                        and os.unlink(f"/tmp/perf-{proc.pid}.map"))
+        try:
+            self.assertEqual(proc.stdout.readline(), "ready\n")
+            time.sleep(0.5)
+            result = run_pyprofile("-p", str(proc.pid), "-d", "1.5",
+                                   "-o", self.output)
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+        self.assertEqual(result.returncode, 0,
+                         result.stdout + result.stderr)
+        self.assert_chain(self.output)
+
+    def test_not_ready_stops(self):
+        fake = os.path.join(self.tmp, "python")
+        with open(fake, "w") as f:
+            f.write("#!/bin/sh\nexit 1\n")
+        os.chmod(fake, 0o755)
+        proc = run_pyprofile("-o", self.output, "--", fake, self.program)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("FAIL interpreter", proc.stdout)
+        self.assertIn("not ready to record", proc.stderr)
+        self.assertFalse(os.path.exists(self.output))
+
+
+def chromium():
+    for name in ("chromium", "chromium-browser", "google-chrome"):
+        path = shutil.which(name)
+        if path:
+            return path
+    return None
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestPage(unittest.TestCase):
+    """The page, opened in headless Chromium, draws the Python frames."""
+
+    def test_rendered_in_chromium(self):
+        browser = chromium()
+        if browser is None:
+            self.skipTest("Chromium is not installed")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        program = os.path.join(tmp, "program.py")
+        with open(program, "w") as f:
+            f.write(PROGRAM)
+        ready_or_skip(self, "perf", sys.executable)
+        page = os.path.join(tmp, "flamegraph.html")
+        proc = run_pyprofile("-o", page, "--", sys.executable, program, "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+
+        options = ["--headless", "--no-sandbox", "--disable-gpu",
+                   "--disable-quic", "--no-first-run",
+                   "--disable-background-networking",
+                   "--disable-component-update", "--disable-sync",
+                   f"--user-data-dir={os.path.join(tmp, 'profile')}",
+                   "--window-size=1400,900", "--virtual-time-budget=5000"]
+        url = "file://" + page
+        shot = os.path.join(tmp, "flamegraph.png")
+        try:
+            subprocess.run([browser, *options, f"--screenshot={shot}", url],
+                           capture_output=True, timeout=120)
+            dom = subprocess.run([browser, *options, "--dump-dom", url],
+                                 capture_output=True, text=True,
+                                 timeout=120).stdout
+        except (OSError, subprocess.TimeoutExpired) as err:
+            self.skipTest(f"Chromium cannot start here: {err}")
+        if not os.path.exists(shot) and not dom:
+            self.skipTest("Chromium cannot start here")
+        with open(shot, "rb") as f:
+            self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
+        self.assertGreater(os.path.getsize(shot), 10_000)
+        titles = re.findall(r"<title>([^<]*)</title>", dom)
+        for name in ("foo", "bar", "baz"):
+            self.assertTrue(
+                any(t.startswith(f"py::{name}:{program} (") for t in titles),
+                f"no frame titled py::{name} in the page")
+
+
+if __name__ == "__main__":
+    unittest.main()
