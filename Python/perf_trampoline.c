@@ -478,6 +478,17 @@ _PyPerfTrampoline_EndStartup(void)
 void
 _PyPerfTrampoline_AfterFork_Child(void)
 {
+    /* perf copies the parent's memory maps into the child at the fork and
+       keeps naming what lies in them from the parent's map file.  So the
+       trampolines the child makes go into arenas it maps itself; the ones
+       it inherited keep their addresses, and the parent's names. */
+    for (size_t i = 0; i < Py_ARRAY_LENGTH(state.pools); i++) {
+        state.pools[i].next = state.pools[i].limit = NULL;
+    }
+    /* The parent's failures are not the child's, which writes a file of
+       its own. */
+    state.arena_failed = 0;
+    state.write_failed = 0;
     /* A kept descriptor is the parent's file. */
     _PyPerfFile_CloseKept();
     if (state.active == NULL) {

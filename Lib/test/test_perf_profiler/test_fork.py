@@ -231,6 +231,50 @@ class TestFork(PerfTestCase):
         prefix1 = maps[1][:maps[1].index(gen1_line) + len(gen1_line)]
         self.assertTrue(maps[2].startswith(prefix1))
 
+    def test_fork_new_trampolines_in_own_mappings(self):
+        # perf names addresses in a mapping a child inherited from the
+        # parent's map, so a trampoline the child makes after the fork
+        # must never lie where the parent may put one of its own.
+        script = self.write_script("""
+            import json, os
+
+            def before_fork():
+                return 0
+            before_fork()
+            r, w = os.pipe()
+            child = os.fork()
+            if child == 0:
+                for i in range(50):
+                    exec(f"def child_{i}():\\n    return {i}\\n"
+                         f"child_{i}()")
+                before_fork()
+                os._exit(0)
+            for i in range(50):
+                exec(f"def parent_{i}():\\n    return {i}\\n"
+                     f"parent_{i}()")
+            _, status = os.waitpid(child, 0)
+            print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+        """)
+
+        def run():
+            pid, rc, out, err = self.run_python("-X", "perf", script)
+            child, exitcode = self.last_json(out)
+            self.check_fresh(child)
+            return pid, child, exitcode
+
+        parent, child, exitcode = self.retrying(run)
+        self.assertEqual(exitcode, 0)
+        names = {}
+        for pid in (parent, child):
+            for addr, size, symbol in parse_map(self.assert_map_file(pid)):
+                names.setdefault(addr, set()).add(symbol)
+        twice = {hex(addr): sorted(symbols)
+                 for addr, symbols in names.items() if len(symbols) > 1}
+        self.assertEqual(twice, {})
+        child_names = self.symbols(self.read_map(child))
+        self.assertIn("py::child_49:<string>", child_names)
+        self.assertIn(f"py::before_fork:{script}", child_names)
+
     def test_fork_when_inactive(self):
         script = self.write_script("""
             import json, os, sys

@@ -18,7 +18,7 @@ from test.support import os_helper
 from test.test_perf_profiler.util import (
     PY_NAME_RE, PerfTestCase, StaleMapPath, check_perf_record,
     existing_maps, frame_pointers_enabled, map_name, nofp_python,
-    perf_command, perf_samples, remove_jitted_objects,
+    perf_command, perf_samples, perf_samples_by_pid, remove_jitted_objects,
     requires_perf_trampoline, run_perf)
 
 
@@ -166,6 +166,88 @@ class RealPerfTests:
             innermost / len(in_foo), self.MIN_RATIO,
             f"only {innermost} of {len(in_foo)} samples in foo show "
             f"foo, bar and baz as the innermost Python frames")
+
+    FORK_SCRIPT = """
+        import os, time
+
+        def spin(seconds):
+            x = 0
+            deadline = time.perf_counter() + seconds
+            while time.perf_counter() < deadline:
+                for i in range(1000):
+                    x += i
+            return x
+
+        def before_fork():
+            return spin(0.01)
+
+        before_fork()
+        child = os.fork()
+        if child == 0:
+            # The first function the child runs for the first time: its
+            # trampoline must not be where the parent's next one is.
+            def in_child():
+                return spin(1.0)
+            in_child()
+            os._exit(0)
+
+        def in_parent():
+            return spin(1.0)
+        in_parent()
+        os.waitpid(child, 0)
+        print(os.getpid(), child)
+    """
+
+    def record_fork(self):
+        script = self.write_script(self.FORK_SCRIPT)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        data = os.path.join(tmpdir, "perf.data")
+        perf = perf_command(self.perf, tmpdir)
+        existing = existing_maps()
+        proc = run_perf([*perf, "record", *self.record_options,
+                         "-e", "cpu-clock", "-o", data, "--",
+                         self.python, "-X", self.xoption, script],
+                        "perf record", env=self.make_env(), check=False)
+        out = proc.stdout.decode("utf-8", "replace").split()
+        if proc.returncode != 0 or len(out) != 2:
+            self.skipTest("perf record failed: "
+                          + proc.stderr.decode(errors="replace")[-300:])
+        pids = [int(pid) for pid in out]
+        for pid in pids:
+            self.forget_dump(pid)
+            self.addCleanup(remove_jitted_objects, pid)
+        if any(map_name(pid) in existing for pid in pids):
+            raise StaleMapPath(pids)
+        for pid in pids:
+            self.forget_map(pid)
+        if self.inject_jit:
+            injected = os.path.join(tmpdir, "perf.jit.data")
+            run_perf([*perf, "inject", "--jit", "-i", data,
+                      "-o", injected], "perf inject --jit")
+            data = injected
+        return pids, perf_samples_by_pid(perf, data)
+
+    def test_forked_child_named_after_its_own_functions(self):
+        (parent, child), samples = self.retrying(self.record_fork)
+        names = {parent: "in_parent", child: "in_child"}
+        for pid, own in names.items():
+            other = names[child if pid == parent else parent]
+            in_spin = [frames for p, frames in samples if p == pid
+                       and any(f.startswith("py::spin:") for f in frames)]
+            if len(in_spin) < self.MIN_SAMPLES:
+                self.skipTest(f"only {len(in_spin)} samples of {pid}")
+            named = sum(any(f.startswith(f"py::{own}:") for f in frames)
+                        for frames in in_spin)
+            wrong = sum(any(f.startswith(f"py::{other}:") for f in frames)
+                        for frames in in_spin)
+            self.assertEqual(wrong, 0,
+                             f"{wrong} of {len(in_spin)} samples of "
+                             f"{own}() in process {pid} name {other}()")
+            self.assertGreaterEqual(
+                named / len(in_spin), self.MIN_RATIO,
+                f"only {named} of {len(in_spin)} samples of process {pid} "
+                f"show {own}()")
 
     def test_no_python_frames_without_trampolines(self):
         pid, script, samples = self.retrying(lambda: self.record(False))

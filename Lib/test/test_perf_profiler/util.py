@@ -609,6 +609,23 @@ def perf_samples(perf_cmd, data):
     return parse_perf_script(proc.stdout.decode("utf-8", "replace"))
 
 
+def perf_samples_by_pid(perf_cmd, data):
+    """[(pid, [symbol, ...] innermost first)] for the samples in the perf
+    data file data; perf_cmd comes from perf_command()."""
+    proc = run_perf([*perf_cmd, "script", "-F", "pid,ip,sym,dso", "-i", data],
+                    "perf script")
+    samples = []
+    for block in re.split(r"\n\s*\n", proc.stdout.decode("utf-8",
+                                                           "replace")):
+        lines = block.strip("\n").splitlines()
+        if not lines or not lines[0].strip().isdigit():
+            continue
+        frames = [m.group(1) for m in map(PERF_FRAME_RE.match, lines[1:])
+                  if m]
+        samples.append((int(lines[0]), frames))
+    return samples
+
+
 def remove_jitted_objects(pid):
     """Remove the ELF files "perf inject --jit" made for the jitdump of
     pid."""
