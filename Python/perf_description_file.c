@@ -36,12 +36,21 @@
    multiprocessing worker) would lose them. */
 #define HELD_MAX (256 * 1024)
 
-static struct {
-    /* The current file, and its bytes as this process knows them (what
-       was there when it was opened, plus what it wrote), so that a forked
-       child can copy exactly what was there at the fork. */
+typedef struct {
     char path[64];
+    /* Its bytes as this process knows them (what was there when it was
+       opened, plus what it wrote), so that a forked child copies exactly
+       what was there at the fork. */
     off_t size;
+    /* The header the file starts with, if the backend has one: written
+       again if the file is found empty (someone removed it). */
+    unsigned char header[64];
+    size_t header_size;
+} description_file;
+
+static struct {
+    description_file current;   /* the one being written to */
+    description_file pending;   /* the one a backend is opening */
     size_t written_bytes;       /* statistics */
 
     /* Held descriptions (see HELD_MAX). */
@@ -58,8 +67,9 @@ static struct {
        fstat() and a write() instead of open(), fstat(), geteuid(),
        write() and close() (importing much of the standard library made
        272 open() calls instead of 1,369), and outside imports no
-       descriptor stays open.  The program may close the descriptor and open another
-       file under its number, so it is identified by device and inode. */
+       descriptor stays open.  The program may close the descriptor and
+       open another file under its number, so it is identified by device
+       and inode. */
     int kept_fd;
     dev_t kept_dev;
     ino_t kept_ino;
@@ -143,16 +153,35 @@ write_all(int fd, const void *buf, size_t size)
     return 0;
 }
 
-/* Append buf to the file at path, opened for this write only. */
+/* Write the current file's header to fd if the file is empty: it was
+   removed since it was started, and a new one was just created. */
 static int
-append_to_file(const char *path, const void *buf, size_t size)
+restore_header(int fd, const struct stat *st)
 {
-    int fd;
-    const char *reason;
-    if (open_checked(path, O_WRONLY, &fd, NULL, &reason) < 0) {
+    if (st->st_size != 0 || files.current.header_size == 0) {
+        return 0;
+    }
+    if (write_all(fd, files.current.header, files.current.header_size) < 0) {
         return -1;
     }
-    int res = write_all(fd, buf, size);
+    files.current.size = (off_t)files.current.header_size;
+    return 0;
+}
+
+/* Append buf to the current file, opened for this write only. */
+static int
+append_to_file(const void *buf, size_t size)
+{
+    int fd;
+    struct stat st;
+    const char *reason;
+    if (open_checked(files.current.path, O_WRONLY, &fd, &st, &reason) < 0) {
+        return -1;
+    }
+    int res = restore_header(fd, &st);
+    if (res == 0) {
+        res = write_all(fd, buf, size);
+    }
     int err = errno;
     close(fd);
     errno = err;
@@ -163,14 +192,16 @@ int
 _PyPerfFile_Open(const char *path, int access_mode, int *fd,
                  const char **reason)
 {
-    PyOS_snprintf(files.path, sizeof(files.path), "%s", path);
-    files.size = 0;
+    description_file *f = &files.pending;
+    PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
+    f->size = 0;
+    f->header_size = 0;
     if (open_checked(path, access_mode, fd, NULL, reason) < 0) {
         return -1;
     }
-    files.size = lseek(*fd, 0, SEEK_END);
-    if (files.size < 0) {
-        files.size = 0;
+    f->size = lseek(*fd, 0, SEEK_END);
+    if (f->size < 0) {
+        f->size = 0;
     }
     return 0;
 }
@@ -178,17 +209,41 @@ _PyPerfFile_Open(const char *path, int access_mode, int *fd,
 int
 _PyPerfFile_Restart(int fd, const void *header, size_t size)
 {
+    description_file *f = &files.pending;
+    assert(size <= sizeof(f->header));
     if (ftruncate(fd, 0) < 0 || write_all(fd, header, size) < 0) {
         return -1;
     }
-    files.size = (off_t)size;
+    memcpy(f->header, header, size);
+    f->header_size = size;
+    f->size = (off_t)size;
     return 0;
+}
+
+void
+_PyPerfFile_Switch(void)
+{
+    /* Nothing kept may still belong to the previous file. */
+    assert(files.kept_fd < 0);
+    files.current = files.pending;
 }
 
 const char *
 _PyPerfFile_Path(void)
 {
-    return files.path;
+    return files.current.path;
+}
+
+const char *
+_PyPerfFile_PendingPath(void)
+{
+    return files.pending.path;
+}
+
+off_t
+_PyPerfFile_Size(void)
+{
+    return files.current.size;
 }
 
 size_t
@@ -236,7 +291,13 @@ get_kept_file(void)
     }
     const char *reason;
     int fd;
-    if (open_checked(files.path, O_WRONLY, &fd, &st, &reason) < 0) {
+    if (open_checked(files.current.path, O_WRONLY, &fd, &st, &reason) < 0) {
+        return -1;
+    }
+    if (restore_header(fd, &st) < 0) {
+        int err = errno;
+        close(fd);
+        errno = err;
         return -1;
     }
     files.kept_fd = fd;
@@ -272,10 +333,10 @@ write_now(const void *buf, size_t size)
             return -1;
         }
     }
-    else if (append_to_file(files.path, buf, size) < 0) {
+    else if (append_to_file(buf, size) < 0) {
         return -1;
     }
-    files.size += (off_t)size;
+    files.current.size += (off_t)size;
     files.written_bytes += size;
     return 0;
 }
@@ -320,6 +381,12 @@ void
 _PyPerfFile_Hold(void)
 {
     files.holding = 1;
+}
+
+void
+_PyPerfFile_DropHeld(void)
+{
+    files.held_len = 0;
 }
 
 int
@@ -367,53 +434,36 @@ read_file_prefix(const char *path, off_t size, off_t *got)
     return buf;
 }
 
-int
-_PyPerfFile_AfterForkChild(const _PyPerfBackend *backend,
-                           const char **reason)
+void
+_PyPerfFile_ClaimHeld(const _PyPerfBackend *backend)
 {
-    /* The child runs the trampolines it inherited: its file starts with
-       the records the parent had written before the fork, and the held
-       ones, which the child writes itself; a backend whose records name
-       the process claims them for the child. */
-    char parent_path[sizeof(files.path)];
-    memcpy(parent_path, files.path, sizeof(parent_path));
-    off_t parent_size = files.size;
-    backend->close();
-    if (backend->open(reason) < 0) {
-        files.held_len = 0;
-        return -1;
-    }
     if (backend->claim_records != NULL) {
         (void)backend->claim_records(files.held, files.held_len);
     }
+}
+
+int
+_PyPerfFile_CopyRecords(const char *path, off_t size,
+                        const _PyPerfBackend *backend)
+{
     size_t header = backend->header_size;
-    if (parent_size <= (off_t)header) {
+    if (size <= (off_t)header) {
         return 0;
     }
     off_t got;
-    char *copy = read_file_prefix(parent_path, parent_size, &got);
+    char *copy = read_file_prefix(path, size, &got);
     if (copy == NULL) {
-        files.held_len = 0;
-        *reason = "cannot read the parent's file";
         return -1;
     }
     size_t records = got > (off_t)header ? (size_t)got - header : 0;
     if (backend->claim_records != NULL) {
         records = backend->claim_records(copy + header, records);
     }
-    int res = 0;
-    if (records > 0) {
-        res = append_to_file(files.path, copy + header, records);
-        if (res < 0) {
-            files.held_len = 0;
-            *reason = strerror(errno);
-        }
-        else {
-            files.size += (off_t)records;
-        }
-    }
+    int res = records > 0 ? write_now(copy + header, records) : 0;
+    int err = errno;
     PyMem_RawFree(copy);
-    return res;
+    errno = err;
+    return res < 0 ? -2 : 0;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

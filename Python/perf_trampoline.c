@@ -119,6 +119,19 @@ static struct {
     /* Statistics, for tests and benchmarks. */
     size_t arena_bytes;
     size_t trampolines;
+    /* The process that opened the current file: a child that was forked
+       without PyOS_AfterFork_Child() (a raw fork() through ctypes, say)
+       is caught when it makes its first trampoline. */
+    long pid;
+    /* The file each backend wrote last, in this process or in an
+       ancestor, and who wrote it: a forked child runs the trampolines it
+       inherited, so a file it starts for that backend, at the fork or
+       later, begins with a copy of what was there at the fork. */
+    struct {
+        char path[64];
+        off_t size;
+        long pid;
+    } last[Py_ARRAY_LENGTH(backend_names)];
 } state;
 
 
@@ -346,14 +359,52 @@ set_trampoline(PyCodeObject *co, Py_ssize_t index, void *code)
     return 0;
 }
 
+/* Report, once, that the current file cannot be written: no new
+   trampolines are made until the next activation.  Call it only once the
+   state is consistent: writing to sys.stderr can run Python code, which
+   can make trampolines or activate and deactivate. */
 static void
-report_write_failure(void)
+report_write_failure(int err)
 {
+    char path[sizeof(state.last[0].path)];
     state.write_failed = 1;
+    PyOS_snprintf(path, sizeof(path), "%s", _PyPerfFile_Path());
     PySys_FormatStderr(
         "Warning: cannot write to %s (%s); Python functions started from "
         "now on will not appear in native profiles\n",
-        _PyPerfFile_Path(), strerror(errno));
+        path, strerror(err));
+}
+
+/* Remember the current file as the last one of the active backend. */
+static void
+remember_file(void)
+{
+    Py_ssize_t index = _PyPerfTrampoline_extra_index;
+    PyOS_snprintf(state.last[index].path, sizeof(state.last[index].path),
+                  "%s", _PyPerfFile_Path());
+    state.last[index].size = _PyPerfFile_Size();
+    state.last[index].pid = state.pid;
+}
+
+/* Start using the pending file of the backend at index, which was just
+   opened, in this process: if an ancestor wrote that backend's file,
+   this one begins with its records.  Return -1 with errno set if they
+   could not be written. */
+static int
+switch_file(int index)
+{
+    _PyPerfFile_Switch();
+    state.pid = (long)getpid();
+    int res = 0;
+    if (state.last[index].pid != 0 && state.last[index].pid != state.pid) {
+        /* A file that cannot be read (removed, say) is not copied: the
+           new file describes what this process makes from now on. */
+        res = _PyPerfFile_CopyRecords(state.last[index].path,
+                                      state.last[index].size,
+                                      backends[index]) == -2 ? -1 : 0;
+        state.last[index].pid = 0;
+    }
+    return res;
 }
 
 /* Give "co" a trampoline of the active backend and describe it.  Return
@@ -363,6 +414,12 @@ report_write_failure(void)
 static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
+    if (state.pid != (long)getpid()) {
+        _PyPerfTrampoline_AfterFork_Child();
+        if (state.active == NULL) {
+            return NULL;
+        }
+    }
     const _PyPerfBackend *backend = state.active;
     Py_ssize_t index = _PyPerfTrampoline_extra_index;
     trampoline_pool *pool = &state.pools[index];
@@ -389,7 +446,7 @@ compile_trampoline(PyCodeObject *co)
         pool->next += step;
         state.trampolines++;
         if (backend->write_entry(code, code_size(backend), co) < 0) {
-            report_write_failure();
+            report_write_failure(errno);
         }
     }
     PyErr_Restore(exc, val, tb);
@@ -431,6 +488,17 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
     interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
 }
 
+/* Stop writing to the current file: write what is held, close what is
+   kept.  Return 0, or an errno value if what was held could not be
+   written (to be reported once the caller's state is consistent). */
+static int
+leave_file(void)
+{
+    int err = _PyPerfFile_Flush() < 0 ? errno : 0;
+    _PyPerfFile_CloseKept();
+    return err;
+}
+
 static int
 activate(int index, const char **reason)
 {
@@ -438,17 +506,30 @@ activate(int index, const char **reason)
     if (state.active == backend) {
         return 0;
     }
-    _PyPerfTrampoline_Deactivate();
     init_template();
-    if (backend->open(reason) < 0) {
-        return -1;
+    int err = state.active != NULL ? leave_file() : 0;
+    int opened = backend->open(reason);
+    if (opened == 0) {
+        /* The previous backend, if any, stops only now: a backend that
+           cannot start leaves the active one as it was. */
+        _PyPerfTrampoline_active = 0;
+        if (state.active != NULL) {
+            remember_file();
+            state.active->close();
+        }
+        state.active = backend;
+        state.arena_failed = 0;
+        state.write_failed = 0;
+        _PyPerfTrampoline_extra_index = index;
+        if (switch_file(index) < 0 && err == 0) {
+            err = errno;
+        }
+        _PyPerfTrampoline_active = 1;
     }
-    state.arena_failed = 0;
-    state.write_failed = 0;
-    state.active = backend;
-    _PyPerfTrampoline_extra_index = index;
-    _PyPerfTrampoline_active = 1;
-    return 0;
+    if (err) {
+        report_write_failure(err);
+    }
+    return opened;
 }
 
 void
@@ -457,13 +538,15 @@ _PyPerfTrampoline_Deactivate(void)
     /* Frames already running keep returning through their trampolines;
        only new frames stop using them. */
     _PyPerfTrampoline_active = 0;
-    if (state.active != NULL) {
-        if (_PyPerfFile_Flush() < 0) {
-            report_write_failure();
-        }
-        _PyPerfFile_CloseKept();
-        state.active->close();
-        state.active = NULL;
+    if (state.active == NULL) {
+        return;
+    }
+    int err = leave_file();
+    remember_file();
+    state.active->close();
+    state.active = NULL;
+    if (err) {
+        report_write_failure(err);
     }
 }
 
@@ -471,7 +554,7 @@ void
 _PyPerfTrampoline_EndStartup(void)
 {
     if (_PyPerfFile_EndHold() < 0 && state.active != NULL) {
-        report_write_failure();
+        report_write_failure(errno);
     }
 }
 
@@ -491,16 +574,29 @@ _PyPerfTrampoline_AfterFork_Child(void)
     state.write_failed = 0;
     /* A kept descriptor is the parent's file. */
     _PyPerfFile_CloseKept();
-    if (state.active == NULL) {
+    const _PyPerfBackend *backend = state.active;
+    if (backend == NULL) {
         return;
     }
+    /* The child's own file starts with the parent's records (see
+       switch_file()); the held ones are written by the child. */
+    remember_file();
+    backend->close();
+    _PyPerfFile_ClaimHeld(backend);
     const char *reason = NULL;
-    if (_PyPerfFile_AfterForkChild(state.active, &reason) < 0) {
+    if (backend->open(&reason) < 0) {
+        char path[sizeof(state.last[0].path)];
+        PyOS_snprintf(path, sizeof(path), "%s", _PyPerfFile_PendingPath());
+        _PyPerfTrampoline_active = 0;
+        state.active = NULL;
+        _PyPerfFile_DropHeld();     /* the parent writes those */
         PySys_FormatStderr(
             "Warning: perf trampolines deactivated in child process %ld: "
-            "cannot write %s: %s\n",
-            (long)getpid(), _PyPerfFile_Path(), reason);
-        _PyPerfTrampoline_Deactivate();
+            "cannot open %s: %s\n", (long)getpid(), path, reason);
+        return;
+    }
+    if (switch_file((int)_PyPerfTrampoline_extra_index) < 0) {
+        report_write_failure(errno);
     }
 }
 
@@ -605,7 +701,7 @@ _PyPerfTrampoline_Activate(const char *name)
         int err = errno;
         PyObject *msg = PyUnicode_FromFormat(
             "cannot open the %s file: %s", backend_names[index], reason);
-        PyObject *path = PyUnicode_DecodeFSDefault(_PyPerfFile_Path());
+        PyObject *path = PyUnicode_DecodeFSDefault(_PyPerfFile_PendingPath());
         if (msg != NULL && path != NULL) {
             PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iOO",
                                                   err, msg, path);
@@ -706,7 +802,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
     if (activate(index, &reason) < 0) {
         PySys_FormatStderr(
             "Warning: perf trampolines not activated: cannot open %s: %s\n",
-            _PyPerfFile_Path(), reason);
+            _PyPerfFile_PendingPath(), reason);
     }
 #endif
 }

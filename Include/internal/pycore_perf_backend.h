@@ -61,7 +61,7 @@ typedef struct {
     int (*write_entry)(const void *code, size_t size, PyCodeObject *co);
     void (*close)(void);
     /* A forked child's file starts with the parent's records (see
-       _PyPerfFile_AfterForkChild()): the first header_size bytes of the
+       _PyPerfFile_CopyRecords()): the first header_size bytes of the
        parent's file are the file header, not records, and claim_records,
        if set, rewrites the complete records at the start of a buffer for
        the calling process and returns their size. */
@@ -80,14 +80,17 @@ extern PyObject *_PyPerfTrampoline_MakeSymbol(PyCodeObject *co);
 
 /* Description files (Python/perf_description_file.c) ***********************/
 
-/* Open the description file at path for writing and make it the current
-   one; its known size is its size now.  Return 0 and set *fd on success;
-   on failure return -1 with errno set and *reason set to a static
-   description.  The path is kept for messages in both cases. */
+/* Open the description file at path for writing, as the pending file: it
+   becomes the current one with _PyPerfFile_Switch(), once the backend is
+   ready to use it.  Return 0 and set *fd on success; on failure return -1
+   with errno set and *reason set to a static description.  The path is
+   kept for messages in both cases (_PyPerfFile_PendingPath()). */
 extern int _PyPerfFile_Open(const char *path, int access_mode, int *fd,
                             const char **reason);
-/* Empty the current file (open at fd) and write its header. */
+/* Empty the pending file (open at fd) and write its header, which is
+   written again if the file is ever found empty. */
 extern int _PyPerfFile_Restart(int fd, const void *header, size_t size);
+extern void _PyPerfFile_Switch(void);
 /* Append whole records to the current file, or hold them while the
    interpreter starts up.  Return 0 on success; -1 with errno set. */
 extern int _PyPerfFile_Write(const void *buf, size_t size);
@@ -100,13 +103,19 @@ extern void _PyPerfFile_CloseKept(void);
    writes it and returns as _PyPerfFile_Flush() does. */
 extern void _PyPerfFile_Hold(void);
 extern int _PyPerfFile_EndHold(void);
-/* In a forked child: give the child a file of its own for backend,
-   starting with the records of the parent's file at the fork.  Return 0 on
-   success; -1 with *reason set on failure (then nothing held is
-   written). */
-extern int _PyPerfFile_AfterForkChild(const _PyPerfBackend *backend,
-                                      const char **reason);
+/* Forget what is held, unwritten. */
+extern void _PyPerfFile_DropHeld(void);
+/* In a forked child, where a file of the parent's was written by the
+   backend: append the records of its first size bytes at path to the
+   current file, claimed by the backend for this process; claim the held
+   records too.  CopyRecords returns 0 on success, -1 if the file cannot
+   be read, -2 with errno set if the copy cannot be written. */
+extern int _PyPerfFile_CopyRecords(const char *path, off_t size,
+                                   const _PyPerfBackend *backend);
+extern void _PyPerfFile_ClaimHeld(const _PyPerfBackend *backend);
 extern const char *_PyPerfFile_Path(void);
+extern const char *_PyPerfFile_PendingPath(void);
+extern off_t _PyPerfFile_Size(void);
 extern size_t _PyPerfFile_WrittenBytes(void);
 
 

@@ -3,11 +3,15 @@ and hostile events (a very large number of code objects, other users of
 co_extra, SIGINT deep in trampolines)."""
 
 import json
+import os
 import sys
+import tempfile
+import textwrap
 import unittest
 
 from test import support
 from test.support import import_helper
+from test.support import os_helper
 from test.test_perf_profiler.util import (PerfTestCase, parse_map,
                                           requires_perf_trampoline)
 
@@ -19,6 +23,48 @@ if not support.has_subprocess_support:
 
 class TestFaults(PerfTestCase):
     """Failures of the machinery and hostile events."""
+
+    def test_warning_that_deactivates_again(self):
+        # Deactivation fails to write what start-up held, and the warning
+        # goes to a sys.stderr whose write() deactivates again: the state
+        # must be consistent before the warning is written.
+        tmpdir = self.make_tmpdir()
+        with open(os.path.join(tmpdir, "sitecustomize.py"), "w") as f:
+            f.write(textwrap.dedent("""
+                import os, sys
+                path = f"/tmp/perf-{os.getpid()}.map"
+                os.unlink(path)
+                os.mkdir(path)
+
+                class Deactivating:
+                    def write(self, text):
+                        sys.deactivate_stack_trampoline()
+                        sys.activate_stack_trampoline("perf_jit")
+                        sys.deactivate_stack_trampoline()
+                        return sys.__stderr__.write(text)
+                    def flush(self):
+                        pass
+
+                sys.stderr = Deactivating()
+                sys.deactivate_stack_trampoline()
+                sys.stderr = sys.__stderr__
+                os.rmdir(path)
+            """))
+        script = self.write_script("""
+            import os, sys
+            print(sys.is_stack_trampoline_active(), os.getpid())
+        """)
+        env = self.make_env(PYTHONPATH=tmpdir)
+        pid, rc, out, err = self.run_python("-X", "perf", script, env=env)
+        self.forget_dump(pid)
+        self.assertEqual(out.split(), ["False", str(pid)])
+        self.assertIn(f"Warning: cannot write to /tmp/perf-{pid}.map", err)
+        self.assertEqual(err.count("Warning"), 1, err)
+
+    def make_tmpdir(self):
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        return tmpdir
 
     def test_arena_allocation_failure(self):
         import_helper.import_module("_testinternalcapi")

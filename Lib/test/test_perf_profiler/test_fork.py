@@ -124,7 +124,9 @@ class TestFork(PerfTestCase):
             def main_probe():
                 return 2
             main_probe()
-            print(json.dumps([os.getpid(), os.getppid()]), flush=True)
+            # One write: the two processes share the pipe.
+            os.write(1, (json.dumps([os.getpid(), os.getppid()])
+                         + "\\n").encode())
         """)
         env = self.make_env(PYTHONPATH=site_dir)
         site_probe = ("py::site_probe:"
@@ -275,6 +277,84 @@ class TestFork(PerfTestCase):
         self.assertIn("py::child_49:<string>", child_names)
         self.assertIn(f"py::before_fork:{script}", child_names)
 
+    def test_fork_after_parent_map_removed(self):
+        # The parent's map is gone when the child starts its own: the child
+        # goes on without the copy, its own functions described.
+        script = self.write_script("""
+            import json, os
+
+            def before_fork():
+                return 0
+            before_fork()
+            os.unlink(f"/tmp/perf-{os.getpid()}.map")
+            child = os.fork()
+            if child == 0:
+                def in_child():
+                    return 1
+                in_child()
+                os._exit(0)
+            _, status = os.waitpid(child, 0)
+            print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+        """)
+
+        def run():
+            pid, rc, out, err = self.run_python("-X", "perf", script)
+            child, exitcode = self.last_json(out)
+            self.check_fresh(child)
+            return child, exitcode, err
+
+        child, exitcode, err = self.retrying(run)
+        self.assertEqual(exitcode, 0)
+        self.assertEqual(err, "")
+        child_map = self.assert_map_file(child)
+        self.assertEqual(self.symbols(child_map),
+                         [f"py::in_child:{script}"])
+
+    def test_fork_without_after_fork_hooks(self):
+        # fork() called directly (through ctypes) skips
+        # PyOS_AfterFork_Child(): the child must still write its own map.
+        script = self.write_script("""
+            import ctypes, json, os
+
+            libc = ctypes.CDLL(None, use_errno=True)
+            def before_fork():
+                return 0
+            before_fork()
+            child = libc.fork()
+            if child == 0:
+                def in_raw_child():
+                    return 1
+                in_raw_child()
+                before_fork()
+                os._exit(0)
+            _, status = os.waitpid(child, 0)
+            def in_parent():
+                return 2
+            in_parent()
+            print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+        """)
+
+        def run():
+            pid, rc, out, err = self.run_python("-X", "perf", script)
+            child, exitcode = self.last_json(out)
+            self.check_fresh(child)
+            return pid, child, exitcode
+
+        parent, child, exitcode = self.retrying(run)
+        self.assertEqual(exitcode, 0)
+        parent_map = self.assert_map_file(parent)
+        self.assert_not_described(parent_map, "in_raw_child")
+        self.assert_symbol_count(parent_map, f"py::in_parent:{script}", 1)
+        child_map = self.assert_map_file(child)
+        self.assert_symbol_count(child_map, f"py::in_raw_child:{script}", 1)
+        self.assert_symbol_count(child_map, f"py::before_fork:{script}", 1)
+        # Its trampoline is in a mapping of the child's own.
+        names = {}
+        for addr, size, symbol in (parse_map(parent_map)
+                                   + parse_map(child_map)):
+            names.setdefault(addr, set()).add(symbol)
+        self.assertEqual([s for s in names.values() if len(s) > 1], [])
+
     def test_fork_when_inactive(self):
         script = self.write_script("""
             import json, os, sys
@@ -316,7 +396,12 @@ class TestFork(PerfTestCase):
         parent, child, exitcode = self.retrying(run)
         self.assertEqual(exitcode, 0)
         child_map = self.assert_map_file(child)
-        self.assert_not_described(child_map, "parent_probe")
+        # The child runs through the trampoline it inherited: its map
+        # names it, at the parent's address.
+        self.assert_symbol_count(child_map, f"py::parent_probe:{script}", 1)
+        parent_entries = [e for e in parse_map(self.read_map(parent))
+                          if e[2] == f"py::parent_probe:{script}"]
+        self.assertIn(parent_entries[0], parse_map(child_map))
         self.assert_not_described(child_map, "inactive_child")
         self.assert_symbol_count(child_map, f"py::active_child:{script}", 1)
 

@@ -246,6 +246,61 @@ class TestJitdump(PerfTestCase):
         self.assertFalse(os.path.lexists(target))
         self.assertEqual(os.listdir(tmpdir), [])
 
+    def test_failed_switch_keeps_active_backend(self):
+        # Switching to perf_jit fails (a directory is in the way of the
+        # dump): the perf backend that was working goes on working.
+        source = """
+            import os, sys
+            sys.activate_stack_trampoline("perf")
+            def before():
+                return 1
+            before()
+            path = f"/tmp/jit-{os.getpid()}.dump"
+            if os.path.lexists(path):
+                os.unlink(path)
+            os.mkdir(path)
+            try:
+                sys.activate_stack_trampoline("perf_jit")
+            except OSError as exc:
+                print("OSError", exc.filename == path)
+            finally:
+                os.rmdir(path)
+            print(sys.is_stack_trampoline_active())
+            def after():
+                return 2
+            after()
+            print(os.getpid())
+        """
+        pid, rc, out, err, script = self.run_script(source)
+        self.forget_dump(pid)
+        self.assertEqual(out.splitlines(), ["OSError True", "True",
+                                            str(pid)])
+        self.assertEqual(err, "")
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::before:{script}", 1)
+        self.assert_symbol_count(text, f"py::after:{script}", 1)
+
+    def test_removed_dump_is_recreated_with_header(self):
+        source = """
+            import os, sys
+            def first():
+                return 1
+            first()
+            os.unlink(f"/tmp/jit-{os.getpid()}.dump")
+            def second():
+                return 2
+            second()
+            print(os.getpid())
+        """
+        pid, rc, out, err, script = self.run_script(
+            source, flags=("-X", "perf_jit"))
+        self.forget_dump(pid)
+        header, records = self.read_dump(pid)
+        self.assertEqual(header["magic"], JITDUMP_MAGIC)
+        self.assertEqual(header["pid"], pid)
+        names = [fields["name"] for fields in code_loads(records)]
+        self.assertEqual(names, [f"py::second:{script}"])
+
 
 if __name__ == "__main__":
     unittest.main()
