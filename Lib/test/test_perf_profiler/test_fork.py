@@ -310,6 +310,42 @@ class TestFork(PerfTestCase):
         self.assertEqual(self.symbols(child_map),
                          [f"py::in_child:{script}"])
 
+    def test_fork_after_parent_write_failure(self):
+        # The parent can no longer write its map (a directory took its
+        # place); a child it forks writes a map of its own.
+        script = self.write_script("""
+            import json, os
+
+            path = f"/tmp/perf-{os.getpid()}.map"
+            os.unlink(path)
+            os.mkdir(path)
+            def fails_in_parent():
+                return 0
+            fails_in_parent()
+            child = os.fork()
+            if child == 0:
+                def in_child():
+                    return 1
+                in_child()
+                os._exit(0)
+            _, status = os.waitpid(child, 0)
+            os.rmdir(path)
+            print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+        """)
+
+        def run():
+            pid, rc, out, err = self.run_python("-X", "perf", script)
+            child, exitcode = self.last_json(out)
+            self.check_fresh(child)
+            return pid, child, exitcode, err
+
+        parent, child, exitcode, err = self.retrying(run)
+        self.assertEqual(exitcode, 0)
+        self.assertEqual(err.count("Warning: cannot write to "
+                                   f"/tmp/perf-{parent}.map"), 1, err)
+        child_map = self.assert_map_file(child)
+        self.assert_symbol_count(child_map, f"py::in_child:{script}", 1)
+
     def test_fork_without_after_fork_hooks(self):
         # fork() called directly (through ctypes) skips
         # PyOS_AfterFork_Child(): the child must still write its own map.
