@@ -40,8 +40,8 @@ PyAPI_DATA(Py_ssize_t) _PyPerfTrampoline_extra_index;
 
 /* A trampolined Python call costs C stack, which an inlined call does not.
    Below this address (per thread; 0 until computed) calls are not
-   trampolined any more, so that deep recursion behaves as without
-   trampolines instead of overflowing the C stack.  It is read on every
+   trampolined, so that trampolines never take more than a small share of
+   a thread's stack (see Python/perf_trampoline.c).  It is read on every
    call: the initial-exec model spares that read a call to
    __tls_get_addr() when libpython is a shared library (as Debian ships
    it for embedding), which cost 16 of the 79 extra instructions per call
@@ -56,7 +56,7 @@ _PyPerfTrampoline_IsActive(void)
     return _PyPerfTrampoline_active;
 }
 
-/* Is there enough C stack left to enter a trampoline? */
+/* May a call made here be trampolined? */
 static inline int
 _PyPerfTrampoline_HaveStack(void)
 {

@@ -174,6 +174,70 @@ class TestRecursion(PerfTestCase):
     def test_default_limit_in_thread_with_small_stack(self):
         self.check_deep("thread", sys.getrecursionlimit(), 256 * 1024)
 
+    # Each level goes Python -> C -> Python, so it takes C stack with or
+    # without trampolines.
+    C_RECURSION_SCRIPT = """
+        import sys, threading
+
+        def f(n):
+            if n == 0:
+                return 0
+            return next(map(g, [n]))
+
+        def g(n):
+            return f(n - 1) + 1
+
+        stack_size, depth = int(sys.argv[1]), int(sys.argv[2])
+        result = []
+        if stack_size:
+            threading.stack_size(stack_size)
+            t = threading.Thread(target=lambda: result.append(f(depth)))
+            t.start()
+            t.join()
+        else:
+            sys.setrecursionlimit(1_000_000)
+            result.append(f(depth))
+        print(result)
+    """
+
+    def check_c_recursion(self, stack_size, low, high):
+        """Find how deep the recursion goes without trampolines (between
+        low and high), then check that nearly as deep works with them."""
+        script = self.write_script(self.C_RECURSION_SCRIPT)
+
+        def works(depth, *flags):
+            pid, rc, out, err = self.run_python(
+                *flags, script, str(stack_size), str(depth), expect_rc=None)
+            return rc == 0 and out.strip() == f"[{depth}]"
+
+        if not works(low):
+            self.skipTest(f"a recursion of {low} crashes without -X perf")
+        while high - low > max(2, low // 100):
+            middle = (low + high) // 2
+            if works(middle):
+                low = middle
+            else:
+                high = middle
+        # Trampolines may take 1/32 of the stack.
+        depth = low * 95 // 100
+        if support.verbose:
+            print(f"\n    without -X perf: {low}, checked with it: {depth}",
+                  file=sys.stderr)
+        self.assertTrue(works(depth, "-X", "perf"),
+                        f"a recursion of {depth} crashed with -X perf; "
+                        f"{low} works without it")
+
+    @threading_helper.requires_working_threading()
+    def test_c_recursion_in_thread_with_128k_stack(self):
+        self.check_c_recursion(128 * 1024, 50, 2000)
+
+    @threading_helper.requires_working_threading()
+    def test_c_recursion_in_thread_with_256k_stack(self):
+        self.check_c_recursion(256 * 1024, 100, 4000)
+
+    def test_c_recursion_in_main_thread(self):
+        self.check_c_recursion(0, 1000, 200_000)
+
 
 if __name__ == "__main__":
     unittest.main()
