@@ -227,14 +227,24 @@ class TestRecursion(PerfTestCase):
                         f"a recursion of {depth} crashed with -X perf; "
                         f"{low} works without it")
 
+    # Finding the depth that works without trampolines overflows the stack
+    # on purpose, which the sanitizers report (and their frames are too
+    # large for a 5% margin to mean anything).
+    skip_under_sanitizers = support.skip_if_sanitizer(
+        "overflows the stack on purpose", address=True, memory=True,
+        ub=True)
+
+    @skip_under_sanitizers
     @threading_helper.requires_working_threading()
     def test_c_recursion_in_thread_with_128k_stack(self):
         self.check_c_recursion(128 * 1024, 50, 2000)
 
+    @skip_under_sanitizers
     @threading_helper.requires_working_threading()
     def test_c_recursion_in_thread_with_256k_stack(self):
         self.check_c_recursion(256 * 1024, 100, 4000)
 
+    @skip_under_sanitizers
     def test_c_recursion_in_main_thread(self):
         self.check_c_recursion(0, 1000, 200_000)
 
