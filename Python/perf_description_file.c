@@ -24,6 +24,7 @@
 
 #include <fcntl.h>                // open()
 #include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
 #include <unistd.h>               // write()
 
 /* Descriptions made while the interpreter starts up are held in memory and
@@ -73,6 +74,10 @@ static struct {
     int kept_fd;
     dev_t kept_dev;
     ino_t kept_ino;
+
+    /* When this process started, or was forked, on the clock of file
+       modification times. */
+    struct timespec process_start;
 } files = {.kept_fd = -1};
 
 /* The depth of imports in progress is per thread: a thread that forks
@@ -88,7 +93,7 @@ open_checked(const char *path, int access_mode, int *fd_out,
        in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
        interpreter.  The file is private to the user (0600). */
     int fd = open(path,
-                  access_mode | O_CREAT | O_APPEND | O_NOFOLLOW | O_CLOEXEC
+                  access_mode | O_CREAT | O_NOFOLLOW | O_CLOEXEC
                   | O_NONBLOCK,
                   0600);
     if (fd < 0) {
@@ -175,7 +180,8 @@ append_to_file(const void *buf, size_t size)
     int fd;
     struct stat st;
     const char *reason;
-    if (open_checked(files.current.path, O_WRONLY, &fd, &st, &reason) < 0) {
+    if (open_checked(files.current.path, O_WRONLY | O_APPEND, &fd, &st,
+                     &reason) < 0) {
         return -1;
     }
     int res = restore_header(fd, &st);
@@ -193,11 +199,23 @@ _PyPerfFile_Open(const char *path, int access_mode, int *fd,
                  const char **reason)
 {
     description_file *f = &files.pending;
+    struct stat st;
     PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
     f->size = 0;
     f->header_size = 0;
-    if (open_checked(path, access_mode, fd, NULL, reason) < 0) {
+    if (open_checked(path, access_mode | O_APPEND, fd, &st, reason) < 0) {
         return -1;
+    }
+    /* A file last written before this process started (or forked) is
+       stale: it describes code of a process that had this PID before, or
+       of the program this process ran before an exec().  Its addresses
+       now hold other code, so it is replaced. */
+    if (st.st_size > 0
+        && (st.st_mtim.tv_sec < files.process_start.tv_sec
+            || (st.st_mtim.tv_sec == files.process_start.tv_sec
+                && st.st_mtim.tv_nsec < files.process_start.tv_nsec)))
+    {
+        (void)ftruncate(*fd, 0);
     }
     f->size = lseek(*fd, 0, SEEK_END);
     if (f->size < 0) {
@@ -291,7 +309,8 @@ get_kept_file(void)
     }
     const char *reason;
     int fd;
-    if (open_checked(files.current.path, O_WRONLY, &fd, &st, &reason) < 0) {
+    if (open_checked(files.current.path, O_WRONLY | O_APPEND, &fd, &st,
+                     &reason) < 0) {
         return -1;
     }
     if (restore_header(fd, &st) < 0) {
@@ -378,6 +397,16 @@ _PyPerfFile_Write(const void *buf, size_t size)
 }
 
 void
+_PyPerfFile_StartProcess(void)
+{
+    /* File times come from the kernel's coarse clock. */
+    if (clock_gettime(CLOCK_REALTIME_COARSE, &files.process_start) < 0) {
+        files.process_start.tv_sec = 0;
+        files.process_start.tv_nsec = 0;
+    }
+}
+
+void
 _PyPerfFile_Hold(void)
 {
     files.holding = 1;
@@ -434,6 +463,71 @@ read_file_prefix(const char *path, off_t size, off_t *got)
     return buf;
 }
 
+/* Append size bytes at offset start of our file at path to the current
+   file with copy_file_range(), so that the kernel copies them without
+   reading them into this process (and where the file system can, without
+   copying the data at all).  Return 0 on success; -1 if the kernel cannot
+   copy between these files (nothing was written); -2 with errno set if
+   writing failed (what was copied is cut off again). */
+static int
+copy_in_kernel(const char *path, off_t start, size_t size)
+{
+    int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    if (in < 0) {
+        return -1;
+    }
+    struct stat st;
+    int out = -1;
+    int res = -1;
+    const char *reason;
+    /* copy_file_range() refuses a destination opened with O_APPEND. */
+    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()
+        || open_checked(files.current.path, O_WRONLY, &out, NULL,
+                        &reason) < 0)
+    {
+        goto done;
+    }
+    off_t end = lseek(out, 0, SEEK_END);
+    off_t src = start, dst = end;
+    size_t left = size;
+    while (end >= 0 && left > 0) {
+        ssize_t n = copy_file_range(in, &src, out, &dst, left, 0);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n == 0) {
+            /* The file is shorter than it was: copy what is left of it
+               the other way. */
+            (void)ftruncate(out, end);
+            goto done;
+        }
+        if (n < 0) {
+            int err = errno;
+            if (left == size && (err == EXDEV || err == ENOSYS
+                                 || err == EINVAL || err == EOPNOTSUPP))
+            {
+                goto done;          /* not between these files: fall back */
+            }
+            (void)ftruncate(out, end);
+            errno = err;
+            res = -2;
+            goto done;
+        }
+        left -= (size_t)n;
+    }
+    res = end >= 0 ? 0 : -1;
+done:
+    {
+        int err = errno;
+        close(in);
+        if (out >= 0) {
+            close(out);
+        }
+        errno = err;
+    }
+    return res;
+}
+
 void
 _PyPerfFile_ClaimHeld(const _PyPerfBackend *backend)
 {
@@ -449,6 +543,19 @@ _PyPerfFile_CopyRecords(const char *path, off_t size,
     size_t header = backend->header_size;
     if (size <= (off_t)header) {
         return 0;
+    }
+    if (backend->claim_records == NULL) {
+        /* Records that need no rewriting for this process: the kernel
+           copies them. */
+        int res = copy_in_kernel(path, (off_t)header, (size_t)size - header);
+        if (res == 0) {
+            files.current.size += size - (off_t)header;
+            files.written_bytes += (size_t)size - header;
+            return 0;
+        }
+        if (res == -2) {
+            return -2;
+        }
     }
     off_t got;
     char *copy = read_file_prefix(path, size, &got);

@@ -582,6 +582,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
     state.write_failed = 0;
     /* A kept descriptor is the parent's file. */
     _PyPerfFile_CloseKept();
+    _PyPerfFile_StartProcess();
     const _PyPerfBackend *backend = state.active;
     if (backend == NULL) {
         return;
@@ -798,6 +799,7 @@ void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    _PyPerfFile_StartProcess();
     /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
     _PyPerfFile_Hold();
 #endif

@@ -99,6 +99,9 @@ extern int _PyPerfFile_Write(const void *buf, size_t size);
 extern int _PyPerfFile_Flush(void);
 /* Close the descriptor kept open during imports, if any. */
 extern void _PyPerfFile_CloseKept(void);
+/* Note that this process starts, or was just forked: a file it opens that
+   was last written before is stale, and is emptied. */
+extern void _PyPerfFile_StartProcess(void);
 /* Hold what is written from now on, until _PyPerfFile_EndHold(), which
    writes it and returns as _PyPerfFile_Flush() does. */
 extern void _PyPerfFile_Hold(void);

@@ -375,6 +375,53 @@ class TestRuntimeActivation(PerfTestCase):
         self.assert_symbol_count(text, "py::earlier:earlier.py", 1)
         self.assert_symbol_count(text, f"py::probe:{script}", 1)
 
+    def test_stale_map_is_replaced(self):
+        # A map last written before the process started was left by an
+        # earlier process with the same PID: its addresses now hold other
+        # code, so activation empties it.
+        pid, rc, out, err, script = self.run_script("""
+            import os, sys
+            path = f"/tmp/perf-{os.getpid()}.map"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, b"1000 10 py::stale:stale.py\\n")
+            os.close(fd)
+            os.utime(path, (0, 1_000_000_000))
+            sys.activate_stack_trampoline("perf")
+            def probe():
+                return 1
+            probe()
+            print(os.getpid())
+        """)
+        self.assertEqual(out.split(), [str(pid)])
+        text = self.assert_map_file(pid)
+        self.assertEqual(self.symbols(text), [f"py::probe:{script}"])
+
+    @support.requires_fork()
+    def test_exec_replaces_map(self):
+        # After exec() the process keeps its PID, but the addresses its
+        # earlier program described hold other code.
+        pid, rc, out, err, script = self.run_script("""
+            import os, sys, time
+            if len(sys.argv) == 1:
+                def before_exec():
+                    return 1
+                before_exec()
+                # The new program starts after the last write of this one,
+                # on the coarse clock of file times.
+                time.sleep(0.05)
+                sys.stdout.flush()
+                os.execv(sys.executable,
+                         [sys.executable, "-X", "perf", __file__, "again"])
+            def after_exec():
+                return 2
+            after_exec()
+            print(os.getpid())
+        """, flags=("-X", "perf"))
+        self.assertEqual(out.split(), [str(pid)])
+        text = self.assert_map_file(pid)
+        self.assert_not_described(text, "before_exec")
+        self.assert_symbol_count(text, f"py::after_exec:{script}", 1)
+
     def test_map_lines_written_immediately(self):
         # The line of a function is in the file as soon as the function
         # has started, long before the process exits.

@@ -1,0 +1,49 @@
+"""What a fork costs with perf trampolines ("make bench" runs it).
+
+Run as: python [-X perf | -X perf_jit] fork.py FUNCTIONS CHILDREN
+
+The parent makes FUNCTIONS functions and runs each once, so that each has a
+trampoline and a description in the parent's file, then forks CHILDREN
+children one after the other.  Each child runs one function of its own and
+one it inherited, and leaves with os._exit(), as a prefork worker would.
+Prints the median and minimum wall time per fork (from fork() to the end
+of waitpid() in the parent) and the mean size of the children's
+description files, which are then removed.
+"""
+
+import os
+import statistics
+import sys
+import time
+
+
+def main():
+    functions, children = int(sys.argv[1]), int(sys.argv[2])
+    namespace = {}
+    for i in range(functions):
+        exec(f"def f{i}():\n    return {i}\n", namespace)
+        namespace[f"f{i}"]()
+    times, sizes = [], []
+    for _ in range(children):
+        start = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:
+            def in_child():
+                return namespace["f0"]()
+            in_child()
+            os._exit(0)
+        os.waitpid(pid, 0)
+        times.append(time.perf_counter() - start)
+        for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
+            if os.path.exists(path):
+                sizes.append(os.path.getsize(path))
+                os.unlink(path)
+    backend = ("perf_jit" if "perf_jit" in sys._xoptions
+               else "perf" if "perf" in sys._xoptions else "inactive")
+    print(f"fork {backend:<9} {statistics.median(times) * 1e3:7.2f} ms "
+          f"per fork (min {min(times) * 1e3:.2f}), "
+          f"{sum(sizes) / children / 1e6:6.2f} MB written per child")
+
+
+if __name__ == "__main__":
+    main()
