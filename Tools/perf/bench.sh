@@ -29,3 +29,11 @@ note "benchmarking ($METRIC, rounds: ${ROUNDS:-9}); this takes a few minutes"
     --config "perf=$BUILD/python,-X,perf" \
     --config "perf_jit=$BUILD/python,-X,perf_jit" \
     ${BENCH_JSON:+--json "$BENCH_JSON"} ${BENCH_ARGS:-}
+
+# Fork cost (time is measured even with METRIC=instructions: callgrind does
+# not follow forked children).
+note "fork: a parent with 20,000 functions forks 20 children, one at a time"
+for flags in "" "-X perf" "-X perf_jit"; do
+    # shellcheck disable=SC2086
+    "$BUILD/python" $flags "$TOP/Tools/perf/bench/fork.py" 20000 20
+done
