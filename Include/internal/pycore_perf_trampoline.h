@@ -18,6 +18,7 @@ extern "C" {
    Python frame and can name it from /tmp/perf-PID.map. */
 
 #include "pycore_code.h"           // _PyCodeObjectExtra
+#include "pycore_frame.h"          // _PyInterpreterFrame
 
 struct _PyInterpreterFrame;
 
@@ -109,6 +110,23 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     PyThreadState *tstate,
     struct _PyInterpreterFrame *frame,
     int throwflag);
+
+/* The same, for _PyEval_EvalFrame(), by which every generator and
+   coroutine resumes: a frame whose code has a trampoline already goes
+   straight through it, with nothing out of line. */
+static inline PyObject *
+_PyPerfTrampoline_EnterFrame(PyThreadState *tstate,
+                             struct _PyInterpreterFrame *frame,
+                             int throwflag)
+{
+    _PyPerfTrampoline_Func trampoline;
+    if (_PyPerfTrampoline_HaveStack()
+        && (trampoline = _PyPerfTrampoline_Lookup(frame->f_code)) != NULL)
+    {
+        return trampoline(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
+    }
+    return _PyPerfTrampoline_EvalFrame(tstate, frame, throwflag);
+}
 
 /* Reserve the co_extra slots in a new interpreter. */
 extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);

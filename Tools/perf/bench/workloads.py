@@ -72,6 +72,41 @@ def coroutines(loops):
             pass
 
 
+def generator_resumes(loops):
+    # One generator resumed over and over with a body of one instruction or
+    # two: the cost of a resume dominates.
+    def counter():
+        i = 0
+        while True:
+            yield i
+            i += 1
+
+    for _ in range(loops):
+        g = counter()
+        for _ in range(10000):
+            next(g)
+
+
+def coroutine_awaits(loops):
+    # Awaits of a coroutine that returns at once: each starts a frame from
+    # C, as a resume does.
+    async def leaf():
+        return 1
+
+    async def driver(n):
+        total = 0
+        for _ in range(n):
+            total += await leaf()
+        return total
+
+    for _ in range(loops):
+        coro = driver(5000)
+        try:
+            coro.send(None)
+        except StopIteration:
+            pass
+
+
 def comprehensions(loops):
     def double(x):
         return 2 * x
@@ -187,6 +222,8 @@ WORKLOADS = {
     "method_calls": (method_calls, 180),
     "generators": (generators, 240),
     "coroutines": (coroutines, 180),
+    "generator_resumes": (generator_resumes, 240),
+    "coroutine_awaits": (coroutine_awaits, 240),
     "comprehensions": (comprehensions, 240),
     "closures_kwargs": (closures_and_kwargs, 240),
     "instantiation": (instantiation, 240),
