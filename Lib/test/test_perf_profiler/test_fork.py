@@ -24,6 +24,25 @@ if not support.has_fork_support:
 
 class TestFork(PerfTestCase):
 
+    def run_forking(self, script, *flags):
+        """Run script, which forks one child and prints [child pid, child
+        exit code] last; return (pid, child, exit code, stderr)."""
+        def run():
+            pid, rc, out, err = self.run_python(*flags, script)
+            child, exitcode = self.last_json(out)
+            self.check_fresh(child)
+            return pid, child, exitcode, err
+        return self.retrying(run)
+
+    def assert_no_address_named_twice(self, *texts):
+        names = {}
+        for text in texts:
+            for addr, size, symbol in parse_map(text):
+                names.setdefault(addr, set()).add(symbol)
+        twice = {hex(addr): sorted(symbols)
+                 for addr, symbols in names.items() if len(symbols) > 1}
+        self.assertEqual(twice, {})
+
     def test_fork_child_map(self):
         script = self.write_script("""
             import json, os, sys
@@ -258,21 +277,10 @@ class TestFork(PerfTestCase):
             print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
         """)
 
-        def run():
-            pid, rc, out, err = self.run_python("-X", "perf", script)
-            child, exitcode = self.last_json(out)
-            self.check_fresh(child)
-            return pid, child, exitcode
-
-        parent, child, exitcode = self.retrying(run)
+        parent, child, exitcode, err = self.run_forking(script, "-X", "perf")
         self.assertEqual(exitcode, 0)
-        names = {}
-        for pid in (parent, child):
-            for addr, size, symbol in parse_map(self.assert_map_file(pid)):
-                names.setdefault(addr, set()).add(symbol)
-        twice = {hex(addr): sorted(symbols)
-                 for addr, symbols in names.items() if len(symbols) > 1}
-        self.assertEqual(twice, {})
+        self.assert_no_address_named_twice(self.assert_map_file(parent),
+                                           self.assert_map_file(child))
         child_names = self.symbols(self.read_map(child))
         self.assertIn("py::child_49:<string>", child_names)
         self.assertIn(f"py::before_fork:{script}", child_names)
@@ -297,13 +305,7 @@ class TestFork(PerfTestCase):
             print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
         """)
 
-        def run():
-            pid, rc, out, err = self.run_python("-X", "perf", script)
-            child, exitcode = self.last_json(out)
-            self.check_fresh(child)
-            return child, exitcode, err
-
-        child, exitcode, err = self.retrying(run)
+        parent, child, exitcode, err = self.run_forking(script, "-X", "perf")
         self.assertEqual(exitcode, 0)
         self.assertEqual(err, "")
         child_map = self.assert_map_file(child)
@@ -333,13 +335,7 @@ class TestFork(PerfTestCase):
             print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
         """)
 
-        def run():
-            pid, rc, out, err = self.run_python("-X", "perf", script)
-            child, exitcode = self.last_json(out)
-            self.check_fresh(child)
-            return pid, child, exitcode, err
-
-        parent, child, exitcode, err = self.retrying(run)
+        parent, child, exitcode, err = self.run_forking(script, "-X", "perf")
         self.assertEqual(exitcode, 0)
         self.assertEqual(err.count("Warning: cannot write to "
                                    f"/tmp/perf-{parent}.map"), 1, err)
@@ -370,13 +366,7 @@ class TestFork(PerfTestCase):
             print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
         """)
 
-        def run():
-            pid, rc, out, err = self.run_python("-X", "perf", script)
-            child, exitcode = self.last_json(out)
-            self.check_fresh(child)
-            return pid, child, exitcode
-
-        parent, child, exitcode = self.retrying(run)
+        parent, child, exitcode, err = self.run_forking(script, "-X", "perf")
         self.assertEqual(exitcode, 0)
         parent_map = self.assert_map_file(parent)
         self.assert_not_described(parent_map, "in_raw_child")
@@ -385,11 +375,7 @@ class TestFork(PerfTestCase):
         self.assert_symbol_count(child_map, f"py::in_raw_child:{script}", 1)
         self.assert_symbol_count(child_map, f"py::before_fork:{script}", 1)
         # Its trampoline is in a mapping of the child's own.
-        names = {}
-        for addr, size, symbol in (parse_map(parent_map)
-                                   + parse_map(child_map)):
-            names.setdefault(addr, set()).add(symbol)
-        self.assertEqual([s for s in names.values() if len(s) > 1], [])
+        self.assert_no_address_named_twice(parent_map, child_map)
 
     def test_fork_when_inactive(self):
         script = self.write_script("""
