@@ -6,10 +6,10 @@
    - Records are appended whole, with O_APPEND and one write() each, and a
      write that fails half-way is cut off again: a profiler reading the
      file, or another writer, never sees a partial record.
-   - No descriptor stays open that the program could see, except while it
-     imports (below); each record is written as soon as it is made, so a
-     profiler reading the file while the process runs finds it, except
-     during start-up (below).
+   - No descriptor stays open that the program could see (or close, and
+     reuse for a file of its own).  Each record is written as soon as it is
+     made, so that a profiler reading the file while the process runs finds
+     it, except during start-up and imports (below).
    - A forked child gets a file of its own that starts with the parent's
      records, since it runs the trampolines it inherited.
 
@@ -30,11 +30,12 @@
 /* Descriptions made while the interpreter starts up are held in memory and
    written with a single write() when start-up is done: a few hundred code
    objects run before the program does, and opening the file for each of
-   them would add about a third to the start-up time.  Later ones are not
-   held: nothing would then bound how late a description reaches the file,
-   so a profiler reading it while the process runs (perf top, bcc, Parca)
-   would miss functions, and a process ending in os._exit() (a forked
-   multiprocessing worker) would lose them. */
+   them would add about a third to the start-up time.  The same holds
+   during imports (see below).  Other descriptions are not held: nothing
+   would then bound how late one reaches the file, so a profiler reading it
+   while the process runs (perf top, bcc, Parca) would miss functions, and
+   a process ending in os._exit() (a forked multiprocessing worker) would
+   lose them.  What is held is written once it reaches HELD_MAX. */
 #define HELD_MAX (256 * 1024)
 
 typedef struct {
@@ -60,28 +61,23 @@ static struct {
     size_t held_len;
     size_t held_cap;
 
-    /* While the program imports modules, functions run for the first time
-       one after the other (module and class bodies, decorators, what they
-       call), and each needs a description.  The file then stays open
-       between writes, and is closed when the last import in progress is
-       done: each description still reaches the file at once, with an
-       fstat() and a write() instead of open(), fstat(), geteuid(),
-       write() and close() (importing much of the standard library made
-       272 open() calls instead of 1,369), and outside imports no
-       descriptor stays open.  The program may close the descriptor and
-       open another file under its number, so it is identified by device
-       and inode. */
-    int kept_fd;
-    dev_t kept_dev;
-    ino_t kept_ino;
-
     /* When this process started, or was forked, on the clock of file
        modification times. */
     struct timespec process_start;
-} files = {.kept_fd = -1};
+} files;
 
-/* The depth of imports in progress is per thread: a thread that forks
-   keeps its own count in the child. */
+/* While the program imports modules, functions run for the first time
+   one after the other (module and class bodies, decorators, what they
+   call), and each needs a description.  Those are held too, and
+   written when the outermost import in progress is done: one write()
+   for the lot, where open(), fstat(), geteuid(), write() and close()
+   for each one made importing much of the standard library 1.15x
+   slower.  (Keeping the file open during imports instead, as an
+   earlier version did, saved most of that, but another thread could
+   close the descriptor and open a file of its own under its number
+   between the check and the write.)  A process forked during an
+   import writes at once: the imports it inherited end in its parent.
+   This is the number of imports in progress in this thread. */
 static __thread int import_depth = 0;
 
 
@@ -241,8 +237,6 @@ _PyPerfFile_Restart(int fd, const void *header, size_t size)
 void
 _PyPerfFile_Switch(void)
 {
-    /* Nothing kept may still belong to the previous file. */
-    assert(files.kept_fd < 0);
     files.current = files.pending;
 }
 
@@ -271,73 +265,28 @@ _PyPerfFile_WrittenBytes(void)
 }
 
 
-/* The descriptor kept open during imports ***********************************/
-
-/* Is kept_fd still our file? */
-static int
-kept_file_is_ours(struct stat *st)
-{
-    return (fstat(files.kept_fd, st) == 0 && st->st_dev == files.kept_dev
-            && st->st_ino == files.kept_ino);
-}
+/* Imports *******************************************************************/
 
 void
-_PyPerfFile_CloseKept(void)
-{
-    struct stat st;
-    if (files.kept_fd >= 0) {
-        if (kept_file_is_ours(&st)) {
-            close(files.kept_fd);
-        }
-        files.kept_fd = -1;
-    }
-}
-
-/* A descriptor of the current file to write to while something imports,
-   opened if needed; -1 with errno set on failure. */
-static int
-get_kept_file(void)
-{
-    struct stat st;
-    if (files.kept_fd >= 0) {
-        if (kept_file_is_ours(&st) && st.st_nlink > 0) {
-            return files.kept_fd;
-        }
-        /* Closed by the program, or removed from the directory (then
-           start a new file). */
-        _PyPerfFile_CloseKept();
-    }
-    const char *reason;
-    int fd;
-    if (open_checked(files.current.path, O_WRONLY | O_APPEND, &fd, &st,
-                     &reason) < 0) {
-        return -1;
-    }
-    if (restore_header(fd, &st) < 0) {
-        int err = errno;
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    files.kept_fd = fd;
-    files.kept_dev = st.st_dev;
-    files.kept_ino = st.st_ino;
-    return fd;
-}
-
-void
-_PyPerfTrampoline_BeginImport(void)
+_PyPerfFile_BeginImport(void)
 {
     import_depth++;
 }
 
-void
-_PyPerfTrampoline_EndImport(void)
+int
+_PyPerfFile_EndImport(void)
 {
-    assert(import_depth > 0);
-    if (--import_depth == 0) {
-        _PyPerfFile_CloseKept();
+    /* The count starts at zero in a forked child. */
+    if (import_depth > 0 && --import_depth == 0) {
+        return _PyPerfFile_WriteHeld();
     }
+    return 0;
+}
+
+void
+_PyPerfFile_AfterFork(void)
+{
+    import_depth = 0;
 }
 
 
@@ -346,13 +295,7 @@ _PyPerfTrampoline_EndImport(void)
 static int
 write_now(const void *buf, size_t size)
 {
-    if (import_depth > 0) {
-        int fd = get_kept_file();
-        if (fd < 0 || write_all(fd, buf, size) < 0) {
-            return -1;
-        }
-    }
-    else if (append_to_file(buf, size) < 0) {
+    if (append_to_file(buf, size) < 0) {
         return -1;
     }
     files.current.size += (off_t)size;
@@ -374,7 +317,7 @@ _PyPerfFile_Flush(void)
 int
 _PyPerfFile_Write(const void *buf, size_t size)
 {
-    if (files.holding) {
+    if (files.holding || import_depth > 0) {
         if (files.held_len + size > files.held_cap) {
             size_t cap = Py_MAX(files.held_len + size, (size_t)16 * 1024);
             char *mem = PyMem_RawRealloc(files.held, cap);
@@ -419,14 +362,19 @@ _PyPerfFile_DropHeld(void)
 }
 
 int
+_PyPerfFile_WriteHeld(void)
+{
+    if (files.holding || import_depth > 0) {
+        return 0;
+    }
+    return _PyPerfFile_Flush();
+}
+
+int
 _PyPerfFile_EndHold(void)
 {
     files.holding = 0;
-    int res = _PyPerfFile_Flush();
-    PyMem_RawFree(files.held);
-    files.held = NULL;
-    files.held_len = files.held_cap = 0;
-    return res;
+    return _PyPerfFile_WriteHeld();
 }
 
 

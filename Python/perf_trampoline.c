@@ -496,15 +496,13 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
     interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
 }
 
-/* Stop writing to the current file: write what is held, close what is
-   kept.  Return 0, or an errno value if what was held could not be
-   written (to be reported once the caller's state is consistent). */
+/* Stop writing to the current file: write what is held.  Return 0, or an
+   errno value if it could not be written (to be reported once the
+   caller's state is consistent). */
 static int
 leave_file(void)
 {
-    int err = _PyPerfFile_Flush() < 0 ? errno : 0;
-    _PyPerfFile_CloseKept();
-    return err;
+    return _PyPerfFile_Flush() < 0 ? errno : 0;
 }
 
 static int
@@ -580,8 +578,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
        its own. */
     state.arena_failed = 0;
     state.write_failed = 0;
-    /* A kept descriptor is the parent's file. */
-    _PyPerfFile_CloseKept();
+    _PyPerfFile_AfterFork();
     _PyPerfFile_StartProcess();
     const _PyPerfBackend *backend = state.active;
     if (backend == NULL) {
@@ -604,7 +601,24 @@ _PyPerfTrampoline_AfterFork_Child(void)
             "cannot open %s: %s\n", (long)getpid(), path, reason);
         return;
     }
-    if (switch_file((int)_PyPerfTrampoline_extra_index) < 0) {
+    /* What the parent held is the child's to write. */
+    if (switch_file((int)_PyPerfTrampoline_extra_index) < 0
+        || _PyPerfFile_WriteHeld() < 0)
+    {
+        report_write_failure(errno);
+    }
+}
+
+void
+_PyPerfTrampoline_BeginImport(void)
+{
+    _PyPerfFile_BeginImport();
+}
+
+void
+_PyPerfTrampoline_EndImport(void)
+{
+    if (_PyPerfFile_EndImport() < 0 && state.active != NULL) {
         report_write_failure(errno);
     }
 }

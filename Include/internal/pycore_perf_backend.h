@@ -97,8 +97,6 @@ extern int _PyPerfFile_Write(const void *buf, size_t size);
 /* Write what is held.  On failure none of it is in the file; return -1
    with errno set. */
 extern int _PyPerfFile_Flush(void);
-/* Close the descriptor kept open during imports, if any. */
-extern void _PyPerfFile_CloseKept(void);
 /* Note that this process starts, or was just forked: a file it opens that
    was last written before is stale, and is emptied. */
 extern void _PyPerfFile_StartProcess(void);
@@ -106,6 +104,15 @@ extern void _PyPerfFile_StartProcess(void);
    writes it and returns as _PyPerfFile_Flush() does. */
 extern void _PyPerfFile_Hold(void);
 extern int _PyPerfFile_EndHold(void);
+/* Records made while this thread imports are held too, until the
+   outermost import ends (EndImport returns as _PyPerfFile_Flush() does).
+   In a forked child, none of the imports in progress is the child's. */
+extern void _PyPerfFile_BeginImport(void);
+extern int _PyPerfFile_EndImport(void);
+extern void _PyPerfFile_AfterFork(void);
+/* Write what is held unless start-up or an import still holds it;
+   return as _PyPerfFile_Flush() does. */
+extern int _PyPerfFile_WriteHeld(void);
 /* Forget what is held, unwritten. */
 extern void _PyPerfFile_DropHeld(void);
 /* In a forked child, where a file of the parent's was written by the
