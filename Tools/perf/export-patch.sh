@@ -103,7 +103,7 @@ if [ -z "$python_build" ]; then
     note "SKIP the pyenv route: pyenv's python-build is not installed"
     exit 0
 fi
-note "checking the pyenv route: python-build --patch $PY_VERSION (about 5 minutes)"
+note "checking the pyenv route: python-build --patch $PY_VERSION (a few minutes)"
 pyenv_dir=$BUILD/pyenv-check
 rm -rf "$pyenv_dir"
 mkdir -p "$pyenv_dir/cache"
