@@ -131,11 +131,18 @@ jitdump_open(const char **reason)
 static int
 jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
-    PyObject *symbol = _PyPerfTrampoline_MakeSymbol(co);
-    if (symbol == NULL) {
-        return -1;
+    char small_name[256];
+    char *name = small_name;
+    size_t names = _PyPerfTrampoline_FormatSymbol(co, name,
+                                                  sizeof(small_name));
+    if (names > sizeof(small_name)) {
+        name = PyMem_RawMalloc(names);
+        if (name == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        (void)_PyPerfTrampoline_FormatSymbol(co, name, names);
     }
-    size_t names = (size_t)PyBytes_GET_SIZE(symbol);
     /* Both records: unwinding info (header, 3 sizes, the tables, padding)
        then code load (header, fixed fields, name, code). */
     size_t needed = 16 + 24 + _PyPerfUnwind_MAX_SIZE + 8 + 16 + 40
@@ -193,7 +200,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* code address */
     _PyPerfBuf_PutU64(&b, size);
     _PyPerfBuf_PutU64(&b, jitdump.code_index++);
-    _PyPerfBuf_PutBytes(&b, PyBytes_AS_STRING(symbol), names);
+    _PyPerfBuf_PutBytes(&b, name, names);
     _PyPerfBuf_PutU8(&b, 0);
     _PyPerfBuf_PutBytes(&b, code, size);
     _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
@@ -204,7 +211,9 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
         PyMem_RawFree(mem);
     }
 done:
-    Py_DECREF(symbol);
+    if (name != small_name) {
+        PyMem_RawFree(name);
+    }
     return res;
 }
 

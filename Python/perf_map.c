@@ -60,36 +60,32 @@ put_hex(char *p, uintptr_t v)
 static int
 perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
-    PyObject *symbol = _PyPerfTrampoline_MakeSymbol(co);
-    if (symbol == NULL) {
-        return -1;
-    }
     /* "ADDR SIZE " + symbol + '\n' */
-    size_t needed = 2 * 3 * sizeof(uintptr_t) + 4
-                    + (size_t)PyBytes_GET_SIZE(symbol);
     char small[512];
-    char *line = needed <= sizeof(small) ? small : PyMem_RawMalloc(needed);
-    int res = -1;
-    if (line == NULL) {
-        errno = ENOMEM;
-        goto done;
+    char *line = small;
+    char *p = put_hex(line, (uintptr_t)code);
+    *p++ = ' ';
+    p = put_hex(p, (uintptr_t)size);
+    *p++ = ' ';
+    size_t head = (size_t)(p - line);
+    size_t room = sizeof(small) - head - 1;
+    size_t n = _PyPerfTrampoline_FormatSymbol(co, p, room);
+    if (n > room) {
+        line = PyMem_RawMalloc(head + n + 1);
+        if (line == NULL) {
+            errno = ENOMEM;
+            return -1;
+        }
+        memcpy(line, small, head);
+        (void)_PyPerfTrampoline_FormatSymbol(co, line + head, n);
     }
-    char *end = put_hex(line, (uintptr_t)code);
-    *end++ = ' ';
-    end = put_hex(end, (uintptr_t)size);
-    *end++ = ' ';
-    memcpy(end, PyBytes_AS_STRING(symbol), PyBytes_GET_SIZE(symbol));
-    end += PyBytes_GET_SIZE(symbol);
-    *end++ = '\n';
-    assert((size_t)(end - line) <= needed);
+    line[head + n] = '\n';
     /* Whole lines only: with O_APPEND each write() reaches the file at
        once and never interleaves with other writers. */
-    res = _PyPerfFile_Write(line, (size_t)(end - line));
+    int res = _PyPerfFile_Write(line, head + n + 1);
     if (line != small) {
         PyMem_RawFree(line);
     }
-done:
-    Py_DECREF(symbol);
     return res;
 }
 

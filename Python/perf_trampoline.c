@@ -137,83 +137,60 @@ static struct {
 
 /* Names ********************************************************************/
 
-/* Append str, encoded to UTF-8, to the symbol being built, replacing
-   characters that would break the line-based map format (the newline
-   above all). */
-static int
-append_symbol_part(_PyBytesWriter *writer, char **p, PyObject *str)
+/* The UTF-8 bytes of one part of a name: an ASCII string as it is, others
+   encoded into *owned (backslashreplace: file names may hold lone
+   surrogates), which the caller releases; "?" if that fails. */
+static void
+symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
 {
-    PyObject *bytes = NULL;
-    const char *src = "?";
-    Py_ssize_t n = 1;
+    *owned = NULL;
     if (PyUnicode_Check(str) && PyUnicode_IS_READY(str)
         && PyUnicode_IS_ASCII(str))
     {
-        src = (const char *)PyUnicode_DATA(str);
-        n = PyUnicode_GET_LENGTH(str);
+        *src = (const char *)PyUnicode_DATA(str);
+        *n = (size_t)PyUnicode_GET_LENGTH(str);
+        return;
     }
-    else if (PyUnicode_Check(str)) {
-        /* backslashreplace: file names may hold lone surrogates. */
-        bytes = _PyUnicode_AsUTF8String(str, "backslashreplace");
-        if (bytes == NULL) {
-            PyErr_Clear();
+    if (PyUnicode_Check(str)) {
+        *owned = _PyUnicode_AsUTF8String(str, "backslashreplace");
+        if (*owned != NULL) {
+            *src = PyBytes_AS_STRING(*owned);
+            *n = (size_t)PyBytes_GET_SIZE(*owned);
+            return;
         }
-        else {
-            src = PyBytes_AS_STRING(bytes);
-            n = PyBytes_GET_SIZE(bytes);
-        }
+        PyErr_Clear();
     }
-    *p = _PyBytesWriter_Prepare(writer, *p, n);
-    if (*p != NULL) {
-        unsigned char *dst = (unsigned char *)*p;
-        memcpy(dst, src, (size_t)n);
-        for (Py_ssize_t i = 0; i < n; i++) {
-            if (dst[i] < 0x20 || dst[i] == 0x7f) {
-                dst[i] = '?';
+    *src = "?";
+    *n = 1;
+}
+
+size_t
+_PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf, size_t size)
+{
+    const char *qualname, *filename;
+    size_t qn, fn;
+    PyObject *owned_q, *owned_f;
+    symbol_part(co->co_qualname, &qualname, &qn, &owned_q);
+    symbol_part(co->co_filename, &filename, &fn, &owned_f);
+    size_t len = 4 + qn + 1 + fn;
+    if (len <= size) {
+        memcpy(buf, "py::", 4);
+        memcpy(buf + 4, qualname, qn);
+        buf[4 + qn] = ':';
+        memcpy(buf + 4 + qn + 1, filename, fn);
+        /* Nothing that would break a line-based format (the newline above
+           all). */
+        for (size_t i = 4; i < len; i++) {
+            unsigned char c = (unsigned char)buf[i];
+            if (c < 0x20 || c == 0x7f) {
+                buf[i] = '?';
             }
         }
-        *p += n;
     }
-    Py_XDECREF(bytes);
-    return *p != NULL ? 0 : -1;
+    Py_XDECREF(owned_q);
+    Py_XDECREF(owned_f);
+    return len;
 }
-
-PyObject *
-_PyPerfTrampoline_MakeSymbol(PyCodeObject *co)
-{
-    _PyBytesWriter writer;
-    _PyBytesWriter_Init(&writer);
-    char *p = _PyBytesWriter_Alloc(&writer, 4);
-    if (p == NULL) {
-        goto error;
-    }
-    memcpy(p, "py::", 4);
-    p += 4;
-    if (append_symbol_part(&writer, &p, co->co_qualname) < 0) {
-        goto error;
-    }
-    p = _PyBytesWriter_Prepare(&writer, p, 1);
-    if (p == NULL) {
-        goto error;
-    }
-    *p++ = ':';
-    if (append_symbol_part(&writer, &p, co->co_filename) < 0) {
-        goto error;
-    }
-    PyObject *symbol = _PyBytesWriter_Finish(&writer, p);
-    if (symbol == NULL) {
-        PyErr_Clear();
-        errno = ENOMEM;
-    }
-    return symbol;
-
-error:
-    _PyBytesWriter_Dealloc(&writer);
-    PyErr_Clear();
-    errno = ENOMEM;
-    return NULL;
-}
-
 
 
 /* Arenas and trampolines ***************************************************/

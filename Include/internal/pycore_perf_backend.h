@@ -72,10 +72,12 @@ typedef struct {
 extern const _PyPerfBackend _PyPerfMap_Backend;
 extern const _PyPerfBackend _PyPerfJit_Backend;
 
-/* The name every consumer gives co's trampoline, "py::QUALNAME:FILENAME",
-   as a new bytes object.  Return NULL with errno set (not an exception)
-   on failure. */
-extern PyObject *_PyPerfTrampoline_MakeSymbol(PyCodeObject *co);
+/* The name every consumer gives co's trampoline, "py::QUALNAME:FILENAME"
+   in UTF-8 with control characters replaced, written to buf if it has
+   room for it (size bytes).  Return its length: if that is more than
+   size, call again with a buffer that large.  Never raises. */
+extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
+                                             size_t size);
 
 
 /* Description files (Python/perf_description_file.c) ***********************/
