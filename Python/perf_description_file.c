@@ -12,6 +12,8 @@
      it, except during start-up and imports (below).
    - A forked child gets a file of its own that starts with the parent's
      records, since it runs the trampolines it inherited.
+   - A file last written before the process started (or forked) is stale
+     and is emptied when opened.
 
    Which file is current, and how many bytes of it this process knows
    about, is kept here; the backends only say what goes into it. */
