@@ -289,6 +289,7 @@ void
 _PyPerfFile_AfterFork(void)
 {
     import_depth = 0;
+    _PyPerfFile_StartProcess();
 }
 
 

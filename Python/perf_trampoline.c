@@ -556,7 +556,6 @@ _PyPerfTrampoline_AfterFork_Child(void)
     state.arena_failed = 0;
     state.write_failed = 0;
     _PyPerfFile_AfterFork();
-    _PyPerfFile_StartProcess();
     const _PyPerfBackend *backend = state.active;
     if (backend == NULL) {
         return;

@@ -108,7 +108,8 @@ extern void _PyPerfFile_Hold(void);
 extern int _PyPerfFile_EndHold(void);
 /* Records made while this thread imports are held too, until the
    outermost import ends (EndImport returns as _PyPerfFile_Flush() does).
-   In a forked child, none of the imports in progress is the child's. */
+   In a forked child (_PyPerfFile_AfterFork()), none of the imports in
+   progress is the child's, and files written before the fork are stale. */
 extern void _PyPerfFile_BeginImport(void);
 extern int _PyPerfFile_EndImport(void);
 extern void _PyPerfFile_AfterFork(void);
