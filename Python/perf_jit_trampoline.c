@@ -133,7 +133,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
 {
     char small_name[256];
     char *name = small_name;
-    size_t names = _PyPerfTrampoline_FormatSymbol(co, name,
+    size_t names = _PyPerfTrampoline_FormatSymbol(co, 0, name,
                                                   sizeof(small_name));
     if (names > sizeof(small_name)) {
         name = PyMem_RawMalloc(names);
@@ -141,7 +141,7 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
             errno = ENOMEM;
             return -1;
         }
-        (void)_PyPerfTrampoline_FormatSymbol(co, name, names);
+        (void)_PyPerfTrampoline_FormatSymbol(co, 0, name, names);
     }
     /* Both records: unwinding info (header, 3 sizes, the tables, padding)
        then code load (header, fixed fields, name, code). */

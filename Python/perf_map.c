@@ -69,7 +69,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
     *p++ = ' ';
     size_t head = (size_t)(p - line);
     size_t room = sizeof(small) - head - 1;
-    size_t n = _PyPerfTrampoline_FormatSymbol(co, p, room);
+    size_t n = _PyPerfTrampoline_FormatSymbol(co, 0, p, room);
     if (n > room) {
         line = PyMem_RawMalloc(head + n + 1);
         if (line == NULL) {
@@ -77,7 +77,7 @@ perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
             return -1;
         }
         memcpy(line, small, head);
-        (void)_PyPerfTrampoline_FormatSymbol(co, line + head, n);
+        (void)_PyPerfTrampoline_FormatSymbol(co, 0, line + head, n);
     }
     line[head + n] = '\n';
     /* Whole lines only: with O_APPEND each write() reaches the file at

@@ -103,6 +103,7 @@ __thread uintptr_t _PyPerfTrampoline_stack_limit
 typedef struct {
     char *next;             /* next free trampoline of the current arena */
     char *limit;            /* end of the current arena */
+    struct _PyPerfDebugImage *image;    /* that debuggers are told of */
 } trampoline_pool;
 
 static struct {
@@ -165,19 +166,28 @@ symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
 }
 
 size_t
-_PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf, size_t size)
+_PyPerfTrampoline_FormatSymbol(PyCodeObject *co, int for_debugger,
+                               char *buf, size_t size)
 {
     const char *qualname, *filename;
     size_t qn, fn;
     PyObject *owned_q, *owned_f;
     symbol_part(co->co_qualname, &qualname, &qn, &owned_q);
     symbol_part(co->co_filename, &filename, &fn, &owned_f);
-    size_t len = 4 + qn + 1 + fn;
+    /* gdb shows a name that ends in ".x" as "[x]": debuggers get
+       "py::QUALNAME (FILENAME)", which they show as written. */
+    const char *sep = for_debugger ? " (" : ":";
+    size_t sn = strlen(sep);
+    size_t len = 4 + qn + sn + fn + (for_debugger ? 1 : 0);
     if (len <= size) {
-        memcpy(buf, "py::", 4);
-        memcpy(buf + 4, qualname, qn);
-        buf[4 + qn] = ':';
-        memcpy(buf + 4 + qn + 1, filename, fn);
+        char *p = buf;
+        memcpy(p, "py::", 4);
+        memcpy(p += 4, qualname, qn);
+        memcpy(p += qn, sep, sn);
+        memcpy(p += sn, filename, fn);
+        if (for_debugger) {
+            p[fn] = ')';
+        }
         /* Nothing that would break a line-based format (the newline above
            all). */
         for (size_t i = 4; i < len; i++) {
@@ -273,6 +283,7 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
     }
     pool->next = mem;
     pool->limit = mem + size;
+    pool->image = NULL;
     state.arena_bytes += size;
     return 0;
 }
@@ -430,6 +441,8 @@ compile_trampoline(PyCodeObject *co)
     if (res == 0) {
         pool->next += step;
         state.trampolines++;
+        _PyPerfDebugger_Describe(&pool->image, code, code_size(backend),
+                                 step, pool->limit, co);
         if (backend->write_entry(code, code_size(backend), co) < 0) {
             report_write_failure(errno);
         }
@@ -550,6 +563,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
        it inherited keep their addresses, and the parent's names. */
     for (size_t i = 0; i < Py_ARRAY_LENGTH(state.pools); i++) {
         state.pools[i].next = state.pools[i].limit = NULL;
+        state.pools[i].image = NULL;
     }
     /* The parent's failures are not the child's, which writes a file of
        its own. */

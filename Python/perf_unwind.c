@@ -4,9 +4,11 @@
    return address) like any C function, but it lives in an anonymous
    mapping with no ELF image, so an unwinder that does not follow frame
    pointers needs to be told how the template moves its frame.  This file
-   writes that description, as .eh_frame (one CIE, one FDE) followed by a
-   one-entry .eh_frame_hdr, for whichever consumer places it next to the
-   code (the jitdump of the perf_jit backend).
+   writes that description for every consumer: as .eh_frame (one CIE, one
+   FDE) and a one-entry .eh_frame_hdr with pc-relative pointers for the
+   jitdump of the perf_jit backend, and as one CIE with an FDE per
+   trampoline and absolute pointers for debuggers and in-process
+   unwinders (Python/perf_debugger.c).
 
    The locations come from labels in Python/asm_trampoline.S, so the
    description follows the template when it changes. */
@@ -37,6 +39,7 @@
 #define DW_CFA_def_cfa_register 0x0d
 #define DW_CFA_def_cfa_offset 0x0e
 #define DW_CFA_AARCH64_negate_ra_state 0x2d
+#define DW_EH_PE_absptr 0x00
 #define DW_EH_PE_udata4 0x03
 #define DW_EH_PE_sdata4 0x0b
 #define DW_EH_PE_pcrel 0x10
@@ -63,15 +66,12 @@ pad_to_8(_PyPerfBuf *b, size_t start)
 }
 
 size_t
-_PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
-                    int64_t eh_frame_addr)
+_PyPerfUnwind_WriteCIE(_PyPerfBuf *b, int absolute)
 {
-    size_t start = b->len;
-    assert(b->cap - b->len >= _PyPerfUnwind_MAX_SIZE);
-
-    /* CIE: the state at the first instruction; the return address is
-       just above the stack pointer on x86-64, in x30 on aarch64. */
+    /* The state at the first instruction; the return address is just
+       above the stack pointer on x86-64, in x30 on aarch64. */
     size_t cie = b->len;
+    assert(b->cap - b->len >= _PyPerfUnwind_CIE_MAX_SIZE);
     _PyPerfBuf_PutU32(b, 0);                /* length, patched below */
     _PyPerfBuf_PutU32(b, 0);                /* CIE id */
     _PyPerfBuf_PutU8(b, 1);                 /* version */
@@ -80,7 +80,8 @@ _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
     _PyPerfBuf_PutSLEB128(b, DWARF_DATA_ALIGN);
     _PyPerfBuf_PutULEB128(b, DWARF_RA);
     _PyPerfBuf_PutULEB128(b, 1);            /* augmentation data length */
-    _PyPerfBuf_PutU8(b, DW_EH_PE_pcrel | DW_EH_PE_sdata4);  /* FDE ptrs */
+    _PyPerfBuf_PutU8(b, absolute ? DW_EH_PE_absptr
+                                 : DW_EH_PE_pcrel | DW_EH_PE_sdata4);
 #if defined(__x86_64__)
     _PyPerfBuf_PutU8(b, DW_CFA_def_cfa);
     _PyPerfBuf_PutULEB128(b, DWARF_SP);
@@ -94,14 +95,27 @@ _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
 #endif
     pad_to_8(b, cie);
     _PyPerfBuf_PatchU32(b, cie, (uint32_t)(b->len - cie - 4));
+    return cie;
+}
 
-    /* FDE: how the prologue and epilogue move the CFA. */
+size_t
+_PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
+                       size_t code_size, int64_t text_addr, int64_t buf_addr)
+{
+    /* How the prologue and epilogue move the CFA. */
     size_t fde = b->len;
+    assert(b->cap - b->len >= _PyPerfUnwind_FDE_MAX_SIZE);
     _PyPerfBuf_PutU32(b, 0);                /* length, patched below */
     _PyPerfBuf_PutU32(b, (uint32_t)(b->len - cie));     /* CIE pointer */
-    int64_t field_addr = eh_frame_addr + (int64_t)(b->len - start);
-    _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(text_addr - field_addr));
-    _PyPerfBuf_PutU32(b, (uint32_t)code_size);          /* pc range */
+    if (absolute) {
+        _PyPerfBuf_PutU64(b, (uint64_t)text_addr);
+        _PyPerfBuf_PutU64(b, (uint64_t)code_size);      /* pc range */
+    }
+    else {
+        int64_t field_addr = buf_addr + (int64_t)b->len;
+        _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(text_addr - field_addr));
+        _PyPerfBuf_PutU32(b, (uint32_t)code_size);      /* pc range */
+    }
     _PyPerfBuf_PutULEB128(b, 0);            /* augmentation data length */
     size_t pushed = _Py_trampoline_func_pushed - _Py_trampoline_func_start;
     size_t framed = _Py_trampoline_func_framed - _Py_trampoline_func_start;
@@ -149,11 +163,25 @@ _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
 #endif
     pad_to_8(b, fde);
     _PyPerfBuf_PatchU32(b, fde, (uint32_t)(b->len - fde - 4));
+    assert(b->len - fde <= _PyPerfUnwind_FDE_MAX_SIZE);
+    return fde;
+}
+
+size_t
+_PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
+                    int64_t eh_frame_addr)
+{
+    size_t start = b->len;
+    int64_t buf_addr = eh_frame_addr - (int64_t)start;
+    assert(b->cap - b->len >= _PyPerfUnwind_MAX_SIZE);
+    size_t cie = _PyPerfUnwind_WriteCIE(b, 0);
+    size_t fde = _PyPerfUnwind_WriteFDE(b, cie, 0, code_size, text_addr,
+                                        buf_addr);
     _PyPerfBuf_PutU32(b, 0);                /* end of .eh_frame */
 
     /* .eh_frame_hdr: a one-entry search table. */
     size_t hdr = b->len;
-    int64_t hdr_addr = eh_frame_addr + (int64_t)(hdr - start);
+    int64_t hdr_addr = buf_addr + (int64_t)hdr;
     _PyPerfBuf_PutU8(b, 1);                 /* version */
     _PyPerfBuf_PutU8(b, DW_EH_PE_pcrel | DW_EH_PE_sdata4);  /* eh_frame */
     _PyPerfBuf_PutU8(b, DW_EH_PE_udata4);                   /* fde_count */
@@ -161,8 +189,7 @@ _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size, int64_t text_addr,
     _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(eh_frame_addr - (hdr_addr + 4)));
     _PyPerfBuf_PutU32(b, 1);
     _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(text_addr - hdr_addr));
-    _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(eh_frame_addr
-                                             + (int64_t)(fde - start)
+    _PyPerfBuf_PutU32(b, (uint32_t)(int32_t)(buf_addr + (int64_t)fde
                                              - hdr_addr));
     assert(b->len - start <= _PyPerfUnwind_MAX_SIZE);
     return b->len - hdr;

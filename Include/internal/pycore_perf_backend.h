@@ -18,6 +18,9 @@ extern "C" {
      Python/perf_description_file.c   the rules both backends' files follow
      Python/perf_unwind.c             DWARF unwind information (.eh_frame)
                                       for the template
+     Python/perf_debugger.c           what debuggers (the GDB JIT
+                                      interface) and libgcc's unwinder
+                                      are told about trampolines
      Python/asm_trampoline.S          the template itself
 
    State lives in file-scope storage of each file, grouped in one struct
@@ -72,12 +75,30 @@ typedef struct {
 extern const _PyPerfBackend _PyPerfMap_Backend;
 extern const _PyPerfBackend _PyPerfJit_Backend;
 
-/* The name every consumer gives co's trampoline, "py::QUALNAME:FILENAME"
-   in UTF-8 with control characters replaced, written to buf if it has
-   room for it (size bytes).  Return its length: if that is more than
-   size, call again with a buffer that large.  Never raises. */
-extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
-                                             size_t size);
+/* The name co's trampoline is given, "py::QUALNAME:FILENAME" for
+   profilers or "py::QUALNAME (FILENAME)" for debuggers, in UTF-8 with
+   control characters replaced, written to buf if it has room for it
+   (size bytes).  Return its length: if that is more than size, call
+   again with a buffer that large.  Never raises. */
+extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co,
+                                             int for_debugger,
+                                             char *buf, size_t size);
+
+
+/* Debuggers (Python/perf_debugger.c) **************************************/
+
+struct _PyPerfDebugImage;
+
+/* Describe the trampoline at code (size bytes of code) to debuggers and
+   to libgcc's unwinder.  It is the next slot handed out from an arena
+   whose slots are stride bytes apart up to arena_end; *current is the
+   image the previous slot of that arena went to, NULL for a new arena,
+   and is updated.  Never fails: without memory for an image, debuggers
+   fall back to what they do without one. */
+extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
+                                     const char *code, size_t size,
+                                     size_t stride, const char *arena_end,
+                                     PyCodeObject *co);
 
 
 /* Description files (Python/perf_description_file.c) ***********************/
@@ -200,12 +221,26 @@ _PyPerfBuf_PatchU32(_PyPerfBuf *b, size_t pos, uint32_t v)
     memcpy(b->buf + pos, &v, 4);
 }
 
+/* DWARF unwind information for copies of the template of code_size bytes
+   (Python/perf_unwind.c).  Pointers are pc-relative (4 bytes) or, if
+   "absolute", 8-byte addresses, which reach from anywhere: buf_addr is
+   where the consumer will place b->buf[0], for pc-relative ones.
+
+   WriteCIE appends a CIE and returns its offset in b.  WriteFDE appends
+   an FDE for the copy at text_addr that refers to the CIE at offset cie
+   (written with the same "absolute"), and returns the FDE's offset. */
+extern size_t _PyPerfUnwind_WriteCIE(_PyPerfBuf *b, int absolute);
+extern size_t _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
+                                     size_t code_size, int64_t text_addr,
+                                     int64_t buf_addr);
+#define _PyPerfUnwind_CIE_MAX_SIZE 32
+#define _PyPerfUnwind_FDE_MAX_SIZE 64
+
 /* Append .eh_frame (a CIE, one FDE, the terminator) and .eh_frame_hdr
-   describing one copy of the template of code_size bytes (Python/
-   perf_unwind.c).  text_addr and eh_frame_addr are where the consumer
-   will place the code and the first byte appended (pc-relative pointers
-   are computed from them).  Return the size of .eh_frame_hdr; the caller
-   provides _PyPerfUnwind_MAX_SIZE bytes. */
+   with pc-relative pointers, for the jitdump.  text_addr and
+   eh_frame_addr are where the consumer will place the code and the first
+   byte appended.  Return the size of .eh_frame_hdr; the caller provides
+   _PyPerfUnwind_MAX_SIZE bytes. */
 extern size_t _PyPerfUnwind_Write(_PyPerfBuf *b, size_t code_size,
                                   int64_t text_addr, int64_t eh_frame_addr);
 #define _PyPerfUnwind_MAX_SIZE 256

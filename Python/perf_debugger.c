@@ -1,0 +1,396 @@
+/* Describing trampolines to debuggers and in-process unwinders.
+
+   A trampoline lives in an anonymous mapping: without help, gdb takes it
+   for a frameless function and stops the backtrace there, lldb and
+   eu-stack show it as a bare address, and libgcc's unwinder (glibc's
+   backtrace(), C++ exceptions, crash reporters) finds no unwind
+   information for it and stops.  So, whatever the backend, every
+   trampoline is described in two ways:
+
+   - to debuggers through the GDB JIT interface (GDB manual, "JIT
+     Compilation Interface"; lldb reads it too): an in-memory ELF image
+     with a symbol per trampoline and an .eh_frame with an FDE per
+     trampoline, linked into __jit_debug_descriptor.  gdb reads the list
+     when it attaches or opens a core file, and is told of changes while
+     attached by a breakpoint on __jit_debug_register_code();
+
+   - to libgcc's unwinder with __register_frame(), given the same
+     .eh_frame.
+
+   Images are made per batch of IMAGE_SLOTS consecutive trampoline slots
+   of an arena, with the FDEs of all of them from the start, so unwinding
+   works for a trampoline from the moment it is handed out; its symbol is
+   added to the image in place.  An attached debugger only learns of new
+   symbols when it is told (it copies an image when it is registered), and
+   telling it costs two stops of the process, each of which costs more as
+   images accumulate.  So there are few images (one per batch, never one
+   per trampoline), and the time spent telling a debugger is budgeted
+   (see may_tell()): without a debugger, telling costs a few nanoseconds
+   and is done for every trampoline.
+
+   Images and their code are never freed, like the arenas: a thread may
+   still return into any trampoline, and a forked child keeps the list it
+   inherited, which describes the code it inherited. */
+
+#include "Python.h"
+#include "pycore_perf_backend.h"
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+
+#include <elf.h>                  // Elf64_Ehdr
+#include <sys/mman.h>             // mmap()
+#include <time.h>                 // clock_gettime()
+
+#if defined(__x86_64__)
+#  define IMAGE_MACHINE EM_X86_64
+#else
+#  define IMAGE_MACHINE EM_AARCH64
+#endif
+
+/* Trampoline slots per image. */
+#define IMAGE_SLOTS 256
+/* Bytes reserved per symbol name; longer names are cut short. */
+#define NAME_MAX_BYTES 512
+/* Time an attached debugger may take beyond the time the program runs
+   without being stopped (see may_tell()). */
+#define DEBUGGER_BURST_NS (1000 * 1000 * 1000)
+
+
+/* The GDB JIT interface.  The names and the layout are the interface. */
+
+enum {
+    JIT_NOACTION = 0,
+    JIT_REGISTER_FN,
+    JIT_UNREGISTER_FN
+};
+
+struct jit_code_entry {
+    struct jit_code_entry *next_entry;
+    struct jit_code_entry *prev_entry;
+    const char *symfile_addr;
+    uint64_t symfile_size;
+};
+
+struct jit_descriptor {
+    uint32_t version;
+    uint32_t action_flag;
+    struct jit_code_entry *relevant_entry;
+    struct jit_code_entry *first_entry;
+};
+
+/* Exported: a debugger looks both up by name. */
+PyAPI_DATA(struct jit_descriptor) __jit_debug_descriptor;
+PyAPI_FUNC(void) __jit_debug_register_code(void);
+
+struct jit_descriptor __jit_debug_descriptor = {1, JIT_NOACTION, NULL, NULL};
+
+/* The debugger's breakpoint.  The barrier keeps the compiler from
+   dropping the stores to the descriptor made before the call. */
+__attribute__((noinline)) void
+__jit_debug_register_code(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+}
+
+/* libgcc's registry of unwind information (libgcc_s, which glibc's
+   backtrace() loads too). */
+extern void __register_frame(const void *);
+
+
+/* Images */
+
+enum {
+    SECTION_NULL,
+    SECTION_TEXT,
+    SECTION_EH_FRAME,
+    SECTION_SYMTAB,
+    SECTION_STRTAB,
+    SECTION_SHSTRTAB,
+    SECTION_COUNT
+};
+
+/* The section names, in section order, each ending in a NUL. */
+static const char section_names[] =
+    "\0.text\0.eh_frame\0.symtab\0.strtab\0.shstrtab";
+
+struct _PyPerfDebugImage {
+    struct jit_code_entry entry;
+    const char *text;           /* the first slot */
+    size_t stride;
+    size_t slots;
+    size_t named;               /* slots given a symbol, in order */
+    int registered;             /* linked into __jit_debug_descriptor */
+    int stale;                  /* has symbols the debugger was not told */
+    unsigned char *elf;
+    Elf64_Shdr *sections;       /* in elf */
+    Elf64_Sym *symbols;         /* in elf; symbols[0] is the null one */
+    char *strtab;               /* in elf, the last part of it */
+    size_t strtab_cap;
+};
+
+static struct {
+    /* How much longer an attached debugger may take (see may_tell()). */
+    int64_t credit_ns;
+    int64_t last_ns;
+} debugger;
+
+static int64_t
+monotonic_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
+        return 0;
+    }
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void
+notify(uint32_t action, struct _PyPerfDebugImage *image)
+{
+    __jit_debug_descriptor.action_flag = action;
+    __jit_debug_descriptor.relevant_entry = &image->entry;
+    __jit_debug_register_code();
+    __jit_debug_descriptor.action_flag = JIT_NOACTION;
+}
+
+/* Tell the debugger, if one is attached, what image holds now: a
+   debugger reads an image once, when it is registered, so an image that
+   grew is unregistered and registered again. */
+static void
+tell_debugger(struct _PyPerfDebugImage *image)
+{
+    struct jit_code_entry *entry = &image->entry;
+    struct jit_descriptor *d = &__jit_debug_descriptor;
+    if (image->registered) {
+        if (entry->prev_entry != NULL) {
+            entry->prev_entry->next_entry = entry->next_entry;
+        }
+        else {
+            d->first_entry = entry->next_entry;
+        }
+        if (entry->next_entry != NULL) {
+            entry->next_entry->prev_entry = entry->prev_entry;
+        }
+        notify(JIT_UNREGISTER_FN, image);
+    }
+    entry->prev_entry = NULL;
+    entry->next_entry = d->first_entry;
+    if (d->first_entry != NULL) {
+        d->first_entry->prev_entry = entry;
+    }
+    d->first_entry = entry;
+    notify(JIT_REGISTER_FN, image);
+    image->registered = 1;
+    image->stale = 0;
+}
+
+/* Whether an attached debugger may be told of a change now.  Each
+   notification stops the process twice while a debugger listens, so the
+   time spent in them is budgeted: as much as the program ran between
+   them, plus DEBUGGER_BURST_NS, so that a debugger attached from the
+   start never makes a program that starts many functions take more than
+   about twice as long.  Without a debugger, notifications take
+   nanoseconds and the budget never runs out. */
+static int
+may_tell(int64_t now)
+{
+    debugger.credit_ns += now - debugger.last_ns;
+    if (debugger.credit_ns > DEBUGGER_BURST_NS) {
+        debugger.credit_ns = DEBUGGER_BURST_NS;
+    }
+    debugger.last_ns = now;
+    return debugger.credit_ns > 0;
+}
+
+static void
+spent_telling(int64_t since)
+{
+    int64_t now = monotonic_ns();
+    debugger.credit_ns -= now - since;
+    debugger.last_ns = now;
+}
+
+static Elf64_Shdr *
+add_section(struct _PyPerfDebugImage *image, int index, size_t *name,
+            uint32_t type, uint64_t flags, size_t offset, size_t size)
+{
+    Elf64_Shdr *s = &image->sections[index];
+    s->sh_name = (uint32_t)*name;
+    *name += strlen(section_names + *name) + 1;
+    s->sh_type = type;
+    s->sh_flags = flags;
+    s->sh_addr = (flags & SHF_ALLOC)
+                 ? (Elf64_Addr)(uintptr_t)(image->elf + offset) : 0;
+    s->sh_offset = offset;
+    s->sh_size = size;
+    s->sh_addralign = 8;
+    return s;
+}
+
+/* A new image for the slots from code on, up to arena_end, with their
+   unwind information and no symbols; NULL if there is no memory. */
+static struct _PyPerfDebugImage *
+new_image(const char *code, size_t size, size_t stride,
+          const char *arena_end)
+{
+    size_t slots = Py_MIN((size_t)IMAGE_SLOTS,
+                          (size_t)(arena_end - code) / stride);
+    size_t head = _Py_SIZE_ROUND_UP(sizeof(struct _PyPerfDebugImage), 16);
+    size_t sections_at = sizeof(Elf64_Ehdr);
+    size_t names_at = sections_at + SECTION_COUNT * sizeof(Elf64_Shdr);
+    size_t eh_frame_at = _Py_SIZE_ROUND_UP(names_at + sizeof(section_names),
+                                           8);
+    size_t eh_frame_cap = _PyPerfUnwind_CIE_MAX_SIZE
+                          + slots * _PyPerfUnwind_FDE_MAX_SIZE + 8;
+    size_t symtab_at = eh_frame_at + eh_frame_cap;
+    size_t strtab_at = symtab_at + (slots + 1) * sizeof(Elf64_Sym);
+    size_t strtab_cap = 1 + slots * NAME_MAX_BYTES;
+    /* Pages of the names that are never written are never touched. */
+    char *mem = mmap(NULL, head + strtab_at + strtab_cap,
+                     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (mem == MAP_FAILED) {
+        return NULL;
+    }
+    struct _PyPerfDebugImage *image = (struct _PyPerfDebugImage *)mem;
+    image->text = code;
+    image->stride = stride;
+    image->slots = slots;
+    image->elf = (unsigned char *)mem + head;
+    image->sections = (Elf64_Shdr *)(image->elf + sections_at);
+    image->symbols = (Elf64_Sym *)(image->elf + symtab_at);
+    image->strtab = (char *)image->elf + strtab_at;
+    image->strtab_cap = strtab_cap;
+
+    Elf64_Ehdr *ehdr = (Elf64_Ehdr *)image->elf;
+    memcpy(ehdr->e_ident, ELFMAG, SELFMAG);
+    ehdr->e_ident[EI_CLASS] = ELFCLASS64;
+    ehdr->e_ident[EI_DATA] = ELFDATA2LSB;
+    ehdr->e_ident[EI_VERSION] = EV_CURRENT;
+    ehdr->e_ident[EI_OSABI] = ELFOSABI_SYSV;
+    ehdr->e_type = ET_REL;
+    ehdr->e_machine = IMAGE_MACHINE;
+    ehdr->e_version = EV_CURRENT;
+    ehdr->e_shoff = sections_at;
+    ehdr->e_ehsize = sizeof(Elf64_Ehdr);
+    ehdr->e_shentsize = sizeof(Elf64_Shdr);
+    ehdr->e_shnum = SECTION_COUNT;
+    ehdr->e_shstrndx = SECTION_SHSTRTAB;
+    memcpy(image->elf + names_at, section_names, sizeof(section_names));
+
+    /* One FDE per slot, with absolute addresses: the image is on the
+       heap, too far from the code for 4-byte pc-relative ones. */
+    _PyPerfBuf b = {image->elf + eh_frame_at, 0, eh_frame_cap};
+    size_t cie = _PyPerfUnwind_WriteCIE(&b, 1);
+    for (size_t i = 0; i < slots; i++) {
+        (void)_PyPerfUnwind_WriteFDE(&b, cie, 1, size,
+                                     (int64_t)(uintptr_t)(code + i * stride),
+                                     0);
+    }
+    _PyPerfBuf_PutU32(&b, 0);               /* the terminator */
+
+    size_t name = 1;
+    Elf64_Shdr *text = add_section(image, SECTION_TEXT, &name, SHT_NOBITS,
+                                   SHF_ALLOC | SHF_EXECINSTR,
+                                   eh_frame_at, slots * stride);
+    text->sh_addr = (Elf64_Addr)(uintptr_t)code;
+    text->sh_addralign = 16;
+    add_section(image, SECTION_EH_FRAME, &name, SHT_PROGBITS, SHF_ALLOC,
+                eh_frame_at, b.len);
+    Elf64_Shdr *symtab = add_section(image, SECTION_SYMTAB, &name,
+                                     SHT_SYMTAB, 0, symtab_at,
+                                     sizeof(Elf64_Sym));
+    symtab->sh_link = SECTION_STRTAB;
+    symtab->sh_info = 1;                    /* the first global */
+    symtab->sh_entsize = sizeof(Elf64_Sym);
+    add_section(image, SECTION_STRTAB, &name, SHT_STRTAB, 0, strtab_at, 1);
+    add_section(image, SECTION_SHSTRTAB, &name, SHT_STRTAB, 0, names_at,
+                sizeof(section_names));
+    image->sections[SECTION_SHSTRTAB].sh_addralign = 1;
+    image->sections[SECTION_STRTAB].sh_addralign = 1;
+
+    image->entry.symfile_addr = (const char *)image->elf;
+    image->entry.symfile_size = strtab_at + 1;
+
+    __register_frame(image->elf + eh_frame_at);
+    return image;
+}
+
+/* Append the symbol of the trampoline at code to image, whose next slot
+   it is.  The sizes that make it visible are updated last, so that a core
+   dumped at any point holds a consistent image. */
+static void
+add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
+           PyCodeObject *co)
+{
+    Elf64_Shdr *strtab = &image->sections[SECTION_STRTAB];
+    size_t at = strtab->sh_size;
+    char *dest = image->strtab + at;
+    size_t n = _PyPerfTrampoline_FormatSymbol(co, 1, dest,
+                                              NAME_MAX_BYTES - 1);
+    if (n > NAME_MAX_BYTES - 1) {
+        char *full = PyMem_RawMalloc(n);
+        if (full == NULL) {
+            n = 0;
+        }
+        else {
+            (void)_PyPerfTrampoline_FormatSymbol(co, 1, full, n);
+            /* Cut at a character boundary. */
+            n = NAME_MAX_BYTES - 1;
+            while (n > 0 && ((unsigned char)full[n] & 0xc0) == 0x80) {
+                n--;
+            }
+            memcpy(dest, full, n);
+            PyMem_RawFree(full);
+        }
+    }
+    dest[n] = '\0';
+    assert(at + n + 1 <= image->strtab_cap);
+
+    Elf64_Sym *sym = &image->symbols[1 + image->named];
+    sym->st_name = (uint32_t)at;
+    sym->st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+    sym->st_other = STV_DEFAULT;
+    sym->st_shndx = SECTION_TEXT;
+    sym->st_value = (Elf64_Addr)(code - image->text);
+    sym->st_size = size;
+
+    image->named++;
+    strtab->sh_size = at + n + 1;
+    image->sections[SECTION_SYMTAB].sh_size =
+        (1 + image->named) * sizeof(Elf64_Sym);
+    image->entry.symfile_size = strtab->sh_offset + strtab->sh_size;
+    image->stale = 1;
+}
+
+void
+_PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
+                         const char *code, size_t size, size_t stride,
+                         const char *arena_end, PyCodeObject *co)
+{
+    struct _PyPerfDebugImage *image = *current;
+    int64_t now = monotonic_ns();
+    if (image == NULL || image->stride != stride
+        || code != image->text + image->named * stride
+        || image->named == image->slots)
+    {
+        if (image != NULL && image->stale) {
+            /* It never changes again: tell the debugger now, whatever
+               the budget. */
+            tell_debugger(image);
+        }
+        image = new_image(code, size, stride, arena_end);
+        *current = image;
+        if (image == NULL) {
+            /* No memory: debuggers will not know this one. */
+            return;
+        }
+    }
+    add_symbol(image, code, size, co);
+    if (may_tell(now)) {
+        tell_debugger(image);
+        spent_telling(now);
+    }
+}
+
+#endif  /* PY_HAVE_PERF_TRAMPOLINE */
