@@ -23,10 +23,13 @@
    added to the image in place.  An attached debugger only learns of new
    symbols when it is told (it copies an image when it is registered), and
    telling it costs two stops of the process, each of which costs more as
-   images accumulate.  So there are few images (one per batch, never one
-   per trampoline), and the time spent telling a debugger is budgeted
-   (see may_tell()): without a debugger, telling costs a few nanoseconds
-   and is done for every trampoline.
+   images accumulate (about 0.5 ms with gdb 13 here).  So there are few
+   images (one per batch, never one per trampoline); the symbols made
+   while the interpreter starts up or imports are told once, when that is
+   done, as their descriptions are written to the perf map (see
+   Python/perf_description_file.c); and the time spent telling a debugger
+   is budgeted (see may_tell()).  Without a debugger, telling costs a few
+   nanoseconds.
 
    Images and their code are never freed, like the arenas: a thread may
    still return into any trampoline, and a forked child keeps the list it
@@ -52,8 +55,9 @@
 /* Bytes reserved per symbol name; longer names are cut short. */
 #define NAME_MAX_BYTES 512
 /* Time an attached debugger may take beyond the time the program runs
-   without being stopped (see may_tell()). */
-#define DEBUGGER_BURST_NS (1000 * 1000 * 1000)
+   without being stopped (see may_tell()): enough for the first few
+   hundred functions made outside imports (0.5 ms each under gdb 13). */
+#define DEBUGGER_BURST_NS (100 * 1000 * 1000)
 
 
 /* The GDB JIT interface.  The names and the layout are the interface. */
@@ -184,13 +188,16 @@ tell_debugger(struct _PyPerfDebugImage *image)
     image->stale = 0;
 }
 
-/* Whether an attached debugger may be told of a change now.  Each
-   notification stops the process twice while a debugger listens, so the
-   time spent in them is budgeted: as much as the program ran between
-   them, plus DEBUGGER_BURST_NS, so that a debugger attached from the
-   start never makes a program that starts many functions take more than
-   about twice as long.  Without a debugger, notifications take
-   nanoseconds and the budget never runs out. */
+/* The time spent telling an attached debugger is budgeted: each
+   notification stops the process twice while a debugger listens, so it
+   may take as much time as the program ran between notifications, plus
+   DEBUGGER_BURST_NS, and a debugger attached from the start never makes
+   a program that starts many functions take much more than twice as
+   long.  Past the budget, names reach the debugger with the next
+   notification there is budget for, or when their image is full; a
+   debugger that attaches later, or reads a core file, sees them all.
+   Without a debugger, notifications take nanoseconds and the budget
+   never runs out. */
 static int
 may_tell(int64_t now)
 {
@@ -366,17 +373,18 @@ add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
 void
 _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                          const char *code, size_t size, size_t stride,
-                         const char *arena_end, PyCodeObject *co)
+                         const char *arena_end, PyCodeObject *co,
+                         int batch)
 {
     struct _PyPerfDebugImage *image = *current;
     int64_t now = monotonic_ns();
+    int is_new = 0;
     if (image == NULL || image->stride != stride
         || code != image->text + image->named * stride
         || image->named == image->slots)
     {
         if (image != NULL && image->stale) {
-            /* It never changes again: tell the debugger now, whatever
-               the budget. */
+            /* It never changes again. */
             tell_debugger(image);
         }
         image = new_image(code, size, stride, arena_end);
@@ -385,8 +393,26 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
             /* No memory: debuggers will not know this one. */
             return;
         }
+        is_new = 1;
     }
     add_symbol(image, code, size, co);
+    /* A new image is told whatever the budget (once per IMAGE_SLOTS
+       trampolines): a debugger unwinds through the slots it covers even
+       before it knows their names. */
+    int budget = may_tell(now);
+    if (is_new || (!batch && budget)) {
+        tell_debugger(image);
+        spent_telling(now);
+    }
+}
+
+void
+_PyPerfDebugger_Flush(struct _PyPerfDebugImage *image)
+{
+    if (image == NULL || !image->stale) {
+        return;
+    }
+    int64_t now = monotonic_ns();
     if (may_tell(now)) {
         tell_debugger(image);
         spent_telling(now);

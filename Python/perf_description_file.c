@@ -320,7 +320,7 @@ _PyPerfFile_Flush(void)
 int
 _PyPerfFile_Write(const void *buf, size_t size)
 {
-    if (files.holding || import_depth > 0) {
+    if (_PyPerfFile_Holding()) {
         if (files.held_len + size > files.held_cap) {
             size_t cap = Py_MAX(files.held_len + size, (size_t)16 * 1024);
             char *mem = PyMem_RawRealloc(files.held, cap);
@@ -365,9 +365,15 @@ _PyPerfFile_DropHeld(void)
 }
 
 int
+_PyPerfFile_Holding(void)
+{
+    return files.holding || import_depth > 0;
+}
+
+int
 _PyPerfFile_WriteHeld(void)
 {
-    if (files.holding || import_depth > 0) {
+    if (_PyPerfFile_Holding()) {
         return 0;
     }
     return _PyPerfFile_Flush();

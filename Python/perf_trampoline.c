@@ -442,7 +442,8 @@ compile_trampoline(PyCodeObject *co)
         pool->next += step;
         state.trampolines++;
         _PyPerfDebugger_Describe(&pool->image, code, code_size(backend),
-                                 step, pool->limit, co);
+                                 step, pool->limit, co,
+                                 _PyPerfFile_Holding());
         if (backend->write_entry(code, code_size(backend), co) < 0) {
             report_write_failure(errno);
         }
@@ -546,12 +547,25 @@ _PyPerfTrampoline_Deactivate(void)
     }
 }
 
+/* Tell an attached debugger the names that were held back with the
+   descriptions (see Python/perf_debugger.c). */
+static void
+flush_debugger(void)
+{
+    if (!_PyPerfFile_Holding()) {
+        for (size_t i = 0; i < Py_ARRAY_LENGTH(state.pools); i++) {
+            _PyPerfDebugger_Flush(state.pools[i].image);
+        }
+    }
+}
+
 void
 _PyPerfTrampoline_EndStartup(void)
 {
     if (_PyPerfFile_EndHold() < 0 && state.active != NULL) {
         report_write_failure(errno);
     }
+    flush_debugger();
 }
 
 void
@@ -611,6 +625,7 @@ _PyPerfTrampoline_EndImport(void)
     if (_PyPerfFile_EndImport() < 0 && state.active != NULL) {
         report_write_failure(errno);
     }
+    flush_debugger();
 }
 
 void

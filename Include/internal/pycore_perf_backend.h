@@ -93,12 +93,15 @@ struct _PyPerfDebugImage;
    to libgcc's unwinder.  It is the next slot handed out from an arena
    whose slots are stride bytes apart up to arena_end; *current is the
    image the previous slot of that arena went to, NULL for a new arena,
-   and is updated.  Never fails: without memory for an image, debuggers
-   fall back to what they do without one. */
+   and is updated.  If batch is set, an attached debugger learns its name
+   with _PyPerfDebugger_Flush(*current) (it can unwind through it at
+   once).  Never fails: without memory for an image, debuggers fall back
+   to what they do without one. */
 extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *code, size_t size,
                                      size_t stride, const char *arena_end,
-                                     PyCodeObject *co);
+                                     PyCodeObject *co, int batch);
+extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
 
 
 /* Description files (Python/perf_description_file.c) ***********************/
@@ -137,6 +140,8 @@ extern void _PyPerfFile_AfterFork(void);
 /* Write what is held unless start-up or an import still holds it;
    return as _PyPerfFile_Flush() does. */
 extern int _PyPerfFile_WriteHeld(void);
+/* Whether start-up or an import of this thread holds what is written. */
+extern int _PyPerfFile_Holding(void);
 /* Forget what is held, unwritten. */
 extern void _PyPerfFile_DropHeld(void);
 /* In a forked child, where a file of the parent's was written by the

@@ -1,0 +1,500 @@
+"""Debuggers and unwinders see through trampolines, and name them.
+
+Trampolines are described to debuggers through the GDB JIT interface (an
+in-memory ELF image per batch of trampolines, linked into
+__jit_debug_descriptor) and to libgcc's unwinder with __register_frame().
+The first tests check those descriptions from inside the process; the
+others run gdb, lldb and glibc's backtrace() on trampolined stacks.
+"""
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import tempfile
+import textwrap
+import time
+import unittest
+
+from test import support
+from test.test_perf_profiler.util import (PerfTestCase, code_loads,
+                                          jitdump_path, parse_jitdump,
+                                          parse_map, perf_map_path,
+                                          remove_path,
+                                          requires_perf_trampoline)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+
+
+# A program that stops three trampolined Python calls deep, with SIGTRAP
+# (a debugger stops there; the program is not meant to run without one).
+STOP_THREE_DEEP = """
+    import os, signal
+    print("PID", os.getpid(), flush=True)
+
+    def inner():
+        os.kill(os.getpid(), signal.SIGTRAP)
+
+    def middle():
+        inner()
+
+    def outer():
+        middle()
+
+    outer()
+"""
+
+# The frames gdb and lldb show for the trampolines of STOP_THREE_DEEP,
+# innermost first.
+THREE_NAMES = ("py::inner ({script})", "py::middle ({script})",
+               "py::outer ({script})")
+
+# Where a complete native backtrace of the main thread ends up.
+MAIN_FRAMES = ("Py_BytesMain", "__libc_start_main", "main")
+
+
+def debugger_env():
+    """The environment for a debugger: none of the variables that would
+    change the interpreter it embeds, or make gdb look for debug info on
+    the network."""
+    env = {key: value for key, value in os.environ.items()
+           if not key.startswith("PYTHON") and key != "DEBUGINFOD_URLS"}
+    env["LC_ALL"] = "C"
+    return env
+
+
+_gdb_usable = None
+
+
+def gdb_usable():
+    """None if gdb can run and trace a process here, else why not."""
+    global _gdb_usable
+    if _gdb_usable is None:
+        if shutil.which("gdb") is None:
+            _gdb_usable = "gdb is not installed"
+        else:
+            proc = subprocess.run(
+                ["gdb", "-nx", "-batch", "-ex", "run",
+                 "--args", sys.executable, "-S", "-c", "pass"],
+                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL, env=debugger_env(),
+                timeout=support.SHORT_TIMEOUT)
+            out = proc.stdout.decode("utf-8", "replace")
+            if "exited normally" not in out:
+                _gdb_usable = f"gdb cannot run a process here: {out[-500:]}"
+            else:
+                _gdb_usable = ""
+    return _gdb_usable or None
+
+
+def requires_gdb(test):
+    def wrapper(self, *args, **kwargs):
+        reason = gdb_usable()
+        if reason:
+            self.skipTest(reason)
+        return test(self, *args, **kwargs)
+    wrapper.__name__ = test.__name__
+    wrapper.__doc__ = test.__doc__
+    return wrapper
+
+
+def trampoline_frames(bt):
+    """The names of the py:: frames of a gdb or lldb backtrace, in
+    order."""
+    return re.findall(r"(py::[^\n]*?\))(?: \(\))?(?: \+ \d+)?$", bt,
+                      re.MULTILINE)
+
+
+# Reads the debugger descriptions of the calling process.  Defines
+# images(path): [(text address, text size, [(name, address, size)], [FDE
+# pc ranges])] for every image in __jit_debug_descriptor's list, and the
+# size the description file at path had then.
+READ_IMAGES = r'''
+import ctypes, os, struct
+
+class JitCodeEntry(ctypes.Structure):
+    pass
+
+JitCodeEntry._fields_ = [("next", ctypes.POINTER(JitCodeEntry)),
+                         ("prev", ctypes.POINTER(JitCodeEntry)),
+                         ("symfile_addr", ctypes.c_void_p),
+                         ("symfile_size", ctypes.c_uint64)]
+
+class JitDescriptor(ctypes.Structure):
+    _fields_ = [("version", ctypes.c_uint32),
+                ("action_flag", ctypes.c_uint32),
+                ("relevant_entry", ctypes.POINTER(JitCodeEntry)),
+                ("first_entry", ctypes.POINTER(JitCodeEntry))]
+
+def sections(elf):
+    shoff, = struct.unpack_from("<Q", elf, 0x28)
+    shnum, shstrndx = struct.unpack_from("<HH", elf, 0x3c)
+    result = []
+    for i in range(shnum):
+        (name, type_, flags, addr, offset, size, link, info, align,
+         entsize) = struct.unpack_from("<IIQQQQIIQQ", elf, shoff + 64 * i)
+        result.append(dict(name=name, type=type_, addr=addr, offset=offset,
+                           size=size, link=link, info=info))
+    names = result[shstrndx]
+    for s in result:
+        start = names["offset"] + s["name"]
+        s["name"] = elf[start:elf.index(b"\0", start)].decode()
+    return {s["name"]: s for s in result}
+
+def fde_ranges(data):
+    """(pc_begin, pc_range) of the FDEs of an .eh_frame with 8-byte
+    absolute pointers."""
+    ranges = []
+    pos = 0
+    while True:
+        length, = struct.unpack_from("<I", data, pos)
+        if length == 0:
+            return ranges
+        cie_id, = struct.unpack_from("<I", data, pos + 4)
+        if cie_id != 0:
+            ranges.append(struct.unpack_from("<QQ", data, pos + 8))
+        pos += 4 + length
+
+def snapshot(path):
+    """Copies of the images, and the size of the description file at
+    path, taken with no Python code running in between that could make a
+    trampoline (and change an image)."""
+    desc = JitDescriptor.in_dll(ctypes.CDLL(None), "__jit_debug_descriptor")
+    assert desc.version == 1, desc.version
+    assert desc.action_flag == 0, desc.action_flag
+    copies = []
+    entry = desc.first_entry
+    while entry:
+        e = entry.contents
+        copies.append(ctypes.string_at(e.symfile_addr, e.symfile_size))
+        entry = e.next
+    return copies, os.stat(path).st_size
+
+def images(path):
+    snapshot(path)      # makes the trampolines that snapshot() needs
+    result = []
+    copies, described = snapshot(path)
+    for elf in copies:
+        assert elf[:4] == b"\x7fELF", elf[:4]
+        s = sections(elf)
+        text = s[".text"]
+        symtab, strtab = s[".symtab"], s[".strtab"]
+        syms = []
+        for i in range(1, symtab["size"] // 24):
+            name, info, other, shndx, value, size = struct.unpack_from(
+                "<IBBHQQ", elf, symtab["offset"] + 24 * i)
+            start = strtab["offset"] + name
+            syms.append((elf[start:elf.index(b"\0", start)].decode(),
+                         text["addr"] + value, size))
+        eh = s[".eh_frame"]
+        fdes = fde_ranges(elf[eh["offset"]:eh["offset"] + eh["size"]])
+        result.append((text["addr"], text["size"], syms, fdes))
+    return result, described
+'''
+
+
+class TestImages(PerfTestCase):
+    """The images described to debuggers, read from inside the process."""
+
+    def check_images(self, backend):
+        pid, rc, out, err, script = self.run_script(READ_IMAGES + """
+import json, os, sys
+
+def make_many(n):
+    ns = {}
+    exec("\\n".join(f"def fn{i}(): return {i}" for i in range(n)), ns)
+    for i in range(n):
+        ns[f"fn{i}"]()
+
+make_many(1000)
+found, described = images(f"/tmp/{sys.argv[1]}-{os.getpid()}.{sys.argv[2]}")
+print(json.dumps([os.getpid(), found, described]))
+""", *(("perf", "map") if backend == "perf" else ("jit", "dump")),
+            flags=("-X", backend))
+        self.assertEqual(err, "")
+        pid, images, described = self.last_json(out)
+        if backend == "perf":
+            text = self.assert_map_file(pid)
+            entries = parse_map(text.encode()[:described].decode())
+        else:
+            self.forget_dump(pid)
+            with open(jitdump_path(pid), "rb") as f:
+                _, records = parse_jitdump(f.read(described))
+            entries = [(load["code_addr"], load["code_size"], load["name"])
+                       for load in code_loads(records)]
+        self.assertGreater(len(entries), 1000)
+
+        symbols = {}
+        for text, text_size, syms, fdes in images:
+            self.assertTrue(syms, "an image without symbols")
+            # Every slot of the image has unwind information from the
+            # start, and the FDEs cover exactly its .text.
+            self.assertEqual(fdes[0][0], text)
+            stride = (text_size // len(fdes))
+            self.assertEqual([begin for begin, _ in fdes],
+                             [text + i * stride for i in range(len(fdes))])
+            for name, addr, size in syms:
+                self.assertGreaterEqual(addr, text)
+                self.assertLessEqual(addr + size, text + text_size)
+                self.assertNotIn(addr, symbols)
+                symbols[addr] = (name, size)
+            self.assertTrue(all(r == syms[0][2] for _, r in fdes))
+        # Batched: a new image per 256 trampolines at most, not one per
+        # trampoline.
+        self.assertLessEqual(len(images), len(entries) // 256 + 4)
+        # Every trampoline described to profilers so far is named the
+        # same way for debuggers, with the same code size.
+        for addr, size, name in entries:
+            qualname, _, filename = name[4:].partition(":")
+            self.assertEqual(symbols.get(addr),
+                             (f"py::{qualname} ({filename})", size),
+                             hex(addr))
+
+    def test_perf_backend(self):
+        self.check_images("perf")
+
+    def test_perf_jit_backend(self):
+        self.check_images("perf_jit")
+
+    def test_no_images_when_inactive(self):
+        pid, rc, out, err, script = self.run_script(READ_IMAGES + """
+print(len(snapshot(__file__)[0]))
+""")
+        self.assertEqual(out.strip(), "0")
+
+
+class TestBacktrace(PerfTestCase):
+    """glibc's backtrace() (libgcc's unwinder) through trampolines."""
+
+    def test_backtrace_reaches_main(self):
+        pid, rc, out, err, script = self.run_script("""
+            import ctypes, json, os
+            libc = ctypes.CDLL(None)
+            libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
+
+            def inner():
+                buf = (ctypes.c_void_p * 512)()
+                n = libc.backtrace(buf, len(buf))
+                names = libc.backtrace_symbols(buf, n)
+                return [buf[i] for i in range(n)], [
+                    names[i].decode("utf-8", "replace") for i in range(n)]
+
+            def middle():
+                return inner()
+
+            def outer():
+                return middle()
+
+            addrs, names = outer()
+            print(json.dumps([os.getpid(), addrs, names]))
+        """, flags=("-X", "perf"))
+        pid, addrs, names = self.last_json(out)
+        entries = parse_map(self.assert_map_file(pid))
+        by_name = {symbol.split(":")[2]: addr
+                   for addr, size, symbol in entries
+                   if symbol.startswith("py::") and
+                   symbol.split(":")[2] in ("inner", "middle", "outer")}
+        # The return addresses inside the three trampolines, in order.
+        found = []
+        for addr in addrs:
+            for name, start in by_name.items():
+                if start <= addr < start + 16:
+                    found.append(name)
+        self.assertEqual(found, ["inner", "middle", "outer"])
+        # And past them, all the way out.
+        self.assertTrue(any("Py_BytesMain" in name for name in names),
+                        "\n".join(names))
+
+
+class DebuggerTestCase(PerfTestCase):
+
+    def run_debugger(self, args, timeout=None):
+        proc = subprocess.run(args, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL, env=debugger_env(),
+                              timeout=timeout or support.SHORT_TIMEOUT)
+        out = proc.stdout.decode("utf-8", "replace")
+        m = re.search(r"^PID (\d+)$", out, re.MULTILINE)
+        if m:
+            self.forget_map(int(m.group(1)))
+            self.forget_dump(int(m.group(1)))
+        return out
+
+    def assert_complete_bt(self, bt, script, names=THREE_NAMES):
+        frames = trampoline_frames(bt)
+        expected = [name.format(script=script) for name in names]
+        self.assertEqual(frames[:len(expected)], expected, bt)
+        self.assertNotIn("Backtrace stopped", bt)
+        self.assertNotRegex(bt, r"#\d+ +0x[0-9a-f]+ in \?\? \(\)")
+        self.assertTrue(any(frame in bt for frame in MAIN_FRAMES), bt)
+
+    def gdb_run(self, script, *commands, flags=("-X", "perf"),
+                executable=None):
+        args = ["gdb", "-nx", "-batch",
+                "-iex", f"add-auto-load-safe-path "
+                        f"{os.path.dirname(sys.executable)}",
+                "-ex", "run"]
+        for command in commands:
+            args += ["-ex", command]
+        args += ["--args", executable or sys.executable, *flags, script]
+        return self.run_debugger(args)
+
+
+class TestGdb(DebuggerTestCase):
+
+    @requires_gdb
+    def test_bt_live(self):
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                script = self.write_script(STOP_THREE_DEEP)
+                out = self.gdb_run(script, "bt", flags=("-X", backend))
+                self.assertIn("SIGTRAP", out)
+                self.assert_complete_bt(out, script)
+
+    @requires_gdb
+    def test_bt_environment_variable(self):
+        script = self.write_script(STOP_THREE_DEEP)
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch",
+             "-ex", "set environment PYTHONPERFSUPPORT=1",
+             "-ex", "run", "-ex", "bt",
+             "--args", sys.executable, script])
+        self.assert_complete_bt(out, script)
+
+    @requires_gdb
+    def test_py_bt(self):
+        hooks = os.path.join(os.path.dirname(sys.executable),
+                             "python-gdb.py")
+        if not os.path.exists(hooks):
+            self.skipTest(f"{hooks} does not exist")
+        script = self.write_script(STOP_THREE_DEEP)
+        out = self.gdb_run(script, f"source {hooks}", "py-bt")
+        self.assertRegex(
+            out, r"(?s)in inner\n.*in middle\n.*in outer\n.*in <module>")
+
+    @requires_gdb
+    def test_forked_child(self):
+        # The child's bt goes through a trampoline it inherited (outer) and
+        # one it made after the fork (in_child), from an image of its own.
+        script = self.write_script("""
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+
+            def in_child():
+                os.kill(os.getpid(), signal.SIGTRAP)
+
+            def outer():
+                pid = os.fork()
+                if pid == 0:
+                    print("PID", os.getpid(), flush=True)
+                    in_child()
+                    os._exit(0)
+                os.waitpid(pid, 0)
+
+            outer()
+        """)
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch",
+             "-ex", "set follow-fork-mode child",
+             "-ex", "set detach-on-fork on",
+             "-ex", "run", "-ex", "bt",
+             "--args", sys.executable, "-X", "perf", script])
+        for m in re.finditer(r"^PID (\d+)$", out, re.MULTILINE):
+            self.forget_map(int(m.group(1)))
+        self.assert_complete_bt(out, script,
+                                names=("py::in_child ({script})",
+                                       "py::outer ({script})"))
+
+    @requires_gdb
+    def test_attach_and_core(self):
+        script = self.write_script("""
+            import os, sys, time
+            def inner():
+                print("ready", flush=True)
+                time.sleep(support_timeout)
+            def middle():
+                inner()
+            def outer():
+                middle()
+            support_timeout = float(sys.argv[1])
+            outer()
+        """)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", script,
+             str(support.LONG_TIMEOUT)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=self.make_env())
+        self.forget_map(proc.pid)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.assertEqual(proc.stdout.readline(), b"ready\n")
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmpdir)
+        core = os.path.join(tmpdir, "core")
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch", "-p", str(proc.pid),
+             "-ex", "bt", "-ex", f"gcore {core}"])
+        self.assert_complete_bt(out, script)
+        self.assertTrue(os.path.exists(core), out)
+        proc.kill()
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch", "-ex", "bt", sys.executable, core])
+        self.assert_complete_bt(out, script)
+
+    @requires_gdb
+    def test_cost_with_gdb_attached(self):
+        # 20,000 new functions, as fast as they can be made: with gdb
+        # attached from the start, this takes about 5 times as long here
+        # (each notification stops the process twice; see
+        # Python/perf_debugger.c); one image per function would take
+        # minutes.  Only the program's own time is compared.
+        script = self.write_script("""
+            import os, time
+            start = time.perf_counter()
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def fn{i}(): return {i}"
+                            for i in range(20000)), ns)
+            for i in range(20000):
+                ns[f"fn{i}"]()
+            print("ELAPSED", time.perf_counter() - start, flush=True)
+        """)
+
+        def elapsed(out):
+            m = re.search(r"^ELAPSED (\S+)$", out, re.MULTILINE)
+            self.assertIsNotNone(m, out)
+            return float(m.group(1))
+
+        pid, rc, out, err = self.run_python("-X", "perf", script)
+        alone = elapsed(out)
+        traced = elapsed(self.gdb_run(script))
+        self.assertLess(traced, 20 * alone + 1.0,
+                        f"{traced:.3f} s with gdb, {alone:.3f} s without")
+
+
+class TestLldb(DebuggerTestCase):
+
+    def test_bt(self):
+        if shutil.which("lldb") is None:
+            self.skipTest("lldb is not installed")
+        script = self.write_script(STOP_THREE_DEEP)
+        out = self.run_debugger(
+            ["lldb", "--no-lldbinit", "--batch",
+             "-o", "run", "-o", "bt",
+             "--", sys.executable, "-X", "perf", script])
+        if "stop reason" not in out:
+            self.skipTest(f"lldb cannot run a process here: {out[-500:]}")
+        frames = trampoline_frames(out)
+        expected = [name.format(script=script) for name in THREE_NAMES]
+        self.assertEqual(frames[:3], expected, out)
+        self.assertIn("Py_BytesMain", out)
+
+
+if __name__ == "__main__":
+    unittest.main()
