@@ -14,7 +14,7 @@ for arg in "$@"; do
     case "$arg" in
         # "make test" also checks that the template assembles for aarch64,
         # and opens pyprofile's flame graphs in a browser.
-        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu chromium"
+        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu chromium lldb"
                 flamegraph=yes ;;
         # Tools/perf/pyprofile renders with d3-flame-graph from npm.
         --flamegraph) flamegraph=yes ;;
