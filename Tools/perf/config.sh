@@ -16,8 +16,9 @@ SRC=$BUILD/cpython              # pristine + our files + our patches
 OBJ=$BUILD/obj                  # out-of-tree build directory of $SRC
 OPT_CFLAGS="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
 
-# Top-level directories of ours that hold files at their CPython paths.
-CPYTHON_DIRS="Doc Include Lib Misc Modules Objects PC PCbuild Parser Programs Python"
+# Directories of ours that hold files at their CPython paths.
+CPYTHON_DIRS="Doc Include Lib Misc Modules Objects PC PCbuild Parser Programs Python
+Tools/scripts"
 # Top-level files of CPython that we patch.
 CPYTHON_TOPFILES="configure.ac Makefile.pre.in"
 
