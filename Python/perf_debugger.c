@@ -285,14 +285,22 @@ new_image(const char *code, size_t size, size_t stride,
     ehdr->e_shstrndx = SECTION_SHSTRTAB;
     memcpy(image->elf + names_at, section_names, sizeof(section_names));
 
-    /* One FDE per slot, with absolute addresses: the image is on the
-       heap, too far from the code for 4-byte pc-relative ones. */
+    /* One FDE per slot, with absolute addresses: the image is in memory
+       of its own, too far from the code for 4-byte pc-relative ones.  The
+       FDEs differ only in their address (the 8 bytes after the CIE
+       pointer, which is relative), so the first one is copied. */
     _PyPerfBuf b = {image->elf + eh_frame_at, 0, eh_frame_cap};
     size_t cie = _PyPerfUnwind_WriteCIE(&b, 1);
-    for (size_t i = 0; i < slots; i++) {
-        (void)_PyPerfUnwind_WriteFDE(&b, cie, 1, size,
-                                     (int64_t)(uintptr_t)(code + i * stride),
-                                     0);
+    size_t first = _PyPerfUnwind_WriteFDE(&b, cie, 1, size,
+                                          (int64_t)(uintptr_t)code, 0);
+    size_t fde_size = b.len - first;
+    for (size_t i = 1; i < slots; i++) {
+        size_t fde = b.len;
+        _PyPerfBuf_PutBytes(&b, b.buf + first, fde_size);
+        uint32_t cie_pointer = (uint32_t)(fde + 4 - cie);
+        uint64_t pc_begin = (uint64_t)(uintptr_t)(code + i * stride);
+        memcpy(b.buf + fde + 4, &cie_pointer, 4);
+        memcpy(b.buf + fde + 8, &pc_begin, 8);
     }
     _PyPerfBuf_PutU32(&b, 0);               /* the terminator */
 
@@ -324,32 +332,33 @@ new_image(const char *code, size_t size, size_t stride,
 }
 
 /* Append the symbol of the trampoline at code to image, whose next slot
-   it is.  The sizes that make it visible are updated last, so that a core
-   dumped at any point holds a consistent image. */
+   it is.  Debuggers get "py::QUALNAME (FILENAME)": gdb would show a name
+   that ends in ".py", like the profilers' "py::QUALNAME:FILENAME", as
+   "[py]".  The sizes that make the symbol visible are updated last, so
+   that a core dumped at any point holds a consistent image. */
 static void
 add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
-           PyCodeObject *co)
+           const char *name, size_t len, size_t qualname_end)
 {
     Elf64_Shdr *strtab = &image->sections[SECTION_STRTAB];
     size_t at = strtab->sh_size;
     char *dest = image->strtab + at;
-    size_t n = _PyPerfTrampoline_FormatSymbol(co, 1, dest,
-                                              NAME_MAX_BYTES - 1);
-    if (n > NAME_MAX_BYTES - 1) {
-        char *full = PyMem_RawMalloc(n);
-        if (full == NULL) {
-            n = 0;
-        }
-        else {
-            (void)_PyPerfTrampoline_FormatSymbol(co, 1, full, n);
-            /* Cut at a character boundary. */
-            n = NAME_MAX_BYTES - 1;
-            while (n > 0 && ((unsigned char)full[n] & 0xc0) == 0x80) {
-                n--;
+    const char *parts[4] = {name, " (", name + qualname_end + 1, ")"};
+    size_t lengths[4] = {qualname_end, 2, len - qualname_end - 1, 1};
+    size_t n = 0;
+    for (int i = 0; i < 4; i++) {
+        size_t k = Py_MIN(lengths[i], (size_t)NAME_MAX_BYTES - 1 - n);
+        if (k < lengths[i]) {
+            /* Too long: cut short, at a character boundary. */
+            while (k > 0 && ((unsigned char)parts[i][k] & 0xc0) == 0x80) {
+                k--;
             }
-            memcpy(dest, full, n);
-            PyMem_RawFree(full);
+            memcpy(dest + n, parts[i], k);
+            n += k;
+            break;
         }
+        memcpy(dest + n, parts[i], k);
+        n += k;
     }
     dest[n] = '\0';
     assert(at + n + 1 <= image->strtab_cap);
@@ -373,11 +382,10 @@ add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
 void
 _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                          const char *code, size_t size, size_t stride,
-                         const char *arena_end, PyCodeObject *co,
-                         int batch)
+                         const char *arena_end, const char *name,
+                         size_t len, size_t qualname_end, int batch)
 {
     struct _PyPerfDebugImage *image = *current;
-    int64_t now = monotonic_ns();
     int is_new = 0;
     if (image == NULL || image->stride != stride
         || code != image->text + image->named * stride
@@ -395,14 +403,16 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
         }
         is_new = 1;
     }
-    add_symbol(image, code, size, co);
+    add_symbol(image, code, size, name, len, qualname_end);
     /* A new image is told whatever the budget (once per IMAGE_SLOTS
        trampolines): a debugger unwinds through the slots it covers even
        before it knows their names. */
-    int budget = may_tell(now);
-    if (is_new || (!batch && budget)) {
-        tell_debugger(image);
-        spent_telling(now);
+    if (is_new || !batch) {
+        int64_t now = monotonic_ns();
+        if (may_tell(now) || is_new) {
+            tell_debugger(image);
+            spent_telling(now);
+        }
     }
 }
 

@@ -129,20 +129,9 @@ jitdump_open(const char **reason)
 }
 
 static int
-jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
+jitdump_write_entry(const void *code, size_t size, const char *name,
+                    size_t names)
 {
-    char small_name[256];
-    char *name = small_name;
-    size_t names = _PyPerfTrampoline_FormatSymbol(co, 0, name,
-                                                  sizeof(small_name));
-    if (names > sizeof(small_name)) {
-        name = PyMem_RawMalloc(names);
-        if (name == NULL) {
-            errno = ENOMEM;
-            return -1;
-        }
-        (void)_PyPerfTrampoline_FormatSymbol(co, 0, name, names);
-    }
     /* Both records: unwinding info (header, 3 sizes, the tables, padding)
        then code load (header, fixed fields, name, code). */
     size_t needed = 16 + 24 + _PyPerfUnwind_MAX_SIZE + 8 + 16 + 40
@@ -150,10 +139,9 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     unsigned char small[1024];
     unsigned char *mem = needed <= sizeof(small) ? small
                                                  : PyMem_RawMalloc(needed);
-    int res = -1;
     if (mem == NULL) {
         errno = ENOMEM;
-        goto done;
+        return -1;
     }
     _PyPerfBuf b = {mem, 0, needed};
     uint64_t now = monotonic_ns();
@@ -206,13 +194,9 @@ jitdump_write_entry(const void *code, size_t size, PyCodeObject *co)
     _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    res = _PyPerfFile_Write(b.buf, b.len);
+    int res = _PyPerfFile_Write(b.buf, b.len);
     if (mem != small) {
         PyMem_RawFree(mem);
-    }
-done:
-    if (name != small_name) {
-        PyMem_RawFree(name);
     }
     return res;
 }

@@ -58,31 +58,30 @@ put_hex(char *p, uintptr_t v)
 }
 
 static int
-perf_map_write_entry(const void *code, size_t size, PyCodeObject *co)
+perf_map_write_entry(const void *code, size_t size, const char *name,
+                     size_t len)
 {
-    /* "ADDR SIZE " + symbol + '\n' */
+    /* "ADDR SIZE " + name + '\n' */
     char small[512];
     char *line = small;
-    char *p = put_hex(line, (uintptr_t)code);
-    *p++ = ' ';
-    p = put_hex(p, (uintptr_t)size);
-    *p++ = ' ';
-    size_t head = (size_t)(p - line);
-    size_t room = sizeof(small) - head - 1;
-    size_t n = _PyPerfTrampoline_FormatSymbol(co, 0, p, room);
-    if (n > room) {
-        line = PyMem_RawMalloc(head + n + 1);
+    size_t needed = 2 * (2 * sizeof(uintptr_t) + 1) + len + 1;
+    if (needed > sizeof(small)) {
+        line = PyMem_RawMalloc(needed);
         if (line == NULL) {
             errno = ENOMEM;
             return -1;
         }
-        memcpy(line, small, head);
-        (void)_PyPerfTrampoline_FormatSymbol(co, 0, line + head, n);
     }
-    line[head + n] = '\n';
+    char *p = put_hex(line, (uintptr_t)code);
+    *p++ = ' ';
+    p = put_hex(p, (uintptr_t)size);
+    *p++ = ' ';
+    memcpy(p, name, len);
+    p += len;
+    *p++ = '\n';
     /* Whole lines only: with O_APPEND each write() reaches the file at
        once and never interleaves with other writers. */
-    int res = _PyPerfFile_Write(line, head + n + 1);
+    int res = _PyPerfFile_Write(line, (size_t)(p - line));
     if (line != small) {
         PyMem_RawFree(line);
     }

@@ -166,28 +166,21 @@ symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
 }
 
 size_t
-_PyPerfTrampoline_FormatSymbol(PyCodeObject *co, int for_debugger,
-                               char *buf, size_t size)
+_PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf, size_t size,
+                               size_t *qualname_end)
 {
     const char *qualname, *filename;
     size_t qn, fn;
     PyObject *owned_q, *owned_f;
     symbol_part(co->co_qualname, &qualname, &qn, &owned_q);
     symbol_part(co->co_filename, &filename, &fn, &owned_f);
-    /* gdb shows a name that ends in ".x" as "[x]": debuggers get
-       "py::QUALNAME (FILENAME)", which they show as written. */
-    const char *sep = for_debugger ? " (" : ":";
-    size_t sn = strlen(sep);
-    size_t len = 4 + qn + sn + fn + (for_debugger ? 1 : 0);
+    size_t len = 4 + qn + 1 + fn;
+    *qualname_end = 4 + qn;
     if (len <= size) {
-        char *p = buf;
-        memcpy(p, "py::", 4);
-        memcpy(p += 4, qualname, qn);
-        memcpy(p += qn, sep, sn);
-        memcpy(p += sn, filename, fn);
-        if (for_debugger) {
-            p[fn] = ')';
-        }
+        memcpy(buf, "py::", 4);
+        memcpy(buf + 4, qualname, qn);
+        buf[4 + qn] = ':';
+        memcpy(buf + 4 + qn + 1, filename, fn);
         /* Nothing that would break a line-based format (the newline above
            all). */
         for (size_t i = 4; i < len; i++) {
@@ -403,6 +396,37 @@ switch_file(int index)
     return res;
 }
 
+/* Describe the trampoline just handed out from pool to co, to profilers
+   (through the backend) and to debuggers. */
+static void
+describe(const _PyPerfBackend *backend, trampoline_pool *pool, char *code,
+         PyCodeObject *co)
+{
+    char small[512];
+    char *name = small;
+    size_t qualname_end;
+    size_t n = _PyPerfTrampoline_FormatSymbol(co, small, sizeof(small),
+                                              &qualname_end);
+    if (n > sizeof(small)) {
+        name = PyMem_RawMalloc(n);
+        if (name == NULL) {
+            report_write_failure(ENOMEM);
+            return;
+        }
+        (void)_PyPerfTrampoline_FormatSymbol(co, name, n, &qualname_end);
+    }
+    size_t size = code_size(backend);
+    _PyPerfDebugger_Describe(&pool->image, code, size, stride(backend),
+                             pool->limit, name, n, qualname_end,
+                             _PyPerfFile_Holding());
+    if (backend->write_entry(code, size, name, n) < 0) {
+        report_write_failure(errno);
+    }
+    if (name != small) {
+        PyMem_RawFree(name);
+    }
+}
+
 /* Give "co" a trampoline of the active backend and describe it.  Return
    NULL if that is not possible; the frame then runs without one.  Never
    raises: the caller may be starting a frame with an exception set
@@ -441,12 +465,7 @@ compile_trampoline(PyCodeObject *co)
     if (res == 0) {
         pool->next += step;
         state.trampolines++;
-        _PyPerfDebugger_Describe(&pool->image, code, code_size(backend),
-                                 step, pool->limit, co,
-                                 _PyPerfFile_Holding());
-        if (backend->write_entry(code, code_size(backend), co) < 0) {
-            report_write_failure(errno);
-        }
+        describe(backend, pool, code, co);
     }
     PyErr_Restore(exc, val, tb);
     return res < 0 ? NULL : (py_trampoline)code;

@@ -59,9 +59,11 @@ typedef struct {
        _PyPerfFile_Open().  Return 0 on success; on failure return -1 with
        errno set and *reason set to a static description. */
     int (*open)(const char **reason);
-    /* Describe one trampoline with _PyPerfFile_Write().  Return 0 on
-       success; on failure return -1 with errno set. */
-    int (*write_entry)(const void *code, size_t size, PyCodeObject *co);
+    /* Describe one trampoline, called name (len bytes, not
+       NUL-terminated), with _PyPerfFile_Write().  Return 0 on success; on
+       failure return -1 with errno set. */
+    int (*write_entry)(const void *code, size_t size, const char *name,
+                       size_t len);
     void (*close)(void);
     /* A forked child's file starts with the parent's records (see
        _PyPerfFile_CopyRecords()): the first header_size bytes of the
@@ -75,22 +77,23 @@ typedef struct {
 extern const _PyPerfBackend _PyPerfMap_Backend;
 extern const _PyPerfBackend _PyPerfJit_Backend;
 
-/* The name co's trampoline is given, "py::QUALNAME:FILENAME" for
-   profilers or "py::QUALNAME (FILENAME)" for debuggers, in UTF-8 with
+/* The name of co's trampoline, "py::QUALNAME:FILENAME" in UTF-8 with
    control characters replaced, written to buf if it has room for it
-   (size bytes).  Return its length: if that is more than size, call
-   again with a buffer that large.  Never raises. */
-extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co,
-                                             int for_debugger,
-                                             char *buf, size_t size);
+   (size bytes), not NUL-terminated; *qualname_end is set to the index of
+   the ':' after QUALNAME.  Return its length: if that is more than size,
+   call again with a buffer that large.  Never raises. */
+extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
+                                             size_t size,
+                                             size_t *qualname_end);
 
 
 /* Debuggers (Python/perf_debugger.c) **************************************/
 
 struct _PyPerfDebugImage;
 
-/* Describe the trampoline at code (size bytes of code) to debuggers and
-   to libgcc's unwinder.  It is the next slot handed out from an arena
+/* Describe the trampoline at code (size bytes of code), called name (len
+   bytes, as _PyPerfTrampoline_FormatSymbol() made it, with qualname_end),
+   to debuggers and to libgcc's unwinder.  It is the next slot handed out from an arena
    whose slots are stride bytes apart up to arena_end; *current is the
    image the previous slot of that arena went to, NULL for a new arena,
    and is updated.  If batch is set, an attached debugger learns its name
@@ -100,7 +103,8 @@ struct _PyPerfDebugImage;
 extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *code, size_t size,
                                      size_t stride, const char *arena_end,
-                                     PyCodeObject *co, int batch);
+                                     const char *name, size_t len,
+                                     size_t qualname_end, int batch);
 extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
 
 

@@ -262,6 +262,26 @@ print(json.dumps([os.getpid(), found, described]))
     def test_perf_jit_backend(self):
         self.check_images("perf_jit")
 
+    def test_long_name_is_cut_at_a_character_boundary(self):
+        pid, rc, out, err, script = self.run_script(READ_IMAGES + """
+import json, os, sys
+ns = {}
+exec("def f(): pass", ns)
+f = ns["f"]
+f.__code__ = f.__code__.replace(co_qualname="\u00e9" * 3000)
+f()
+found, _ = images(f"/tmp/perf-{os.getpid()}.map")
+print(json.dumps([os.getpid(), [name for _, _, syms, _ in found
+                                for name, _, _ in syms]]))
+""", flags=("-X", "perf"))
+        pid, names = self.last_json(out)
+        self.forget_map(pid)
+        long = [name for name in names if "\u00e9" in name]
+        self.assertEqual(len(long), 1, long)
+        # A prefix of the name, under the limit of 512 bytes with its NUL
+        # (json.loads() would have failed on a cut character).
+        self.assertEqual(long[0], "py::" + "\u00e9" * 253)
+
     def test_no_images_when_inactive(self):
         pid, rc, out, err, script = self.run_script(READ_IMAGES + """
 print(len(snapshot(__file__)[0]))
