@@ -432,6 +432,9 @@ class TestGdb(DebuggerTestCase):
                                        "py::outer ({script})"))
 
     @requires_gdb
+    @unittest.skipIf(support.check_sanitizer(address=True),
+                     "a core file would hold AddressSanitizer's shadow "
+                     "memory")
     def test_attach_and_core(self):
         script = self.write_script("""
             import os, sys, time
