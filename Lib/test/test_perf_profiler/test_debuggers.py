@@ -394,9 +394,15 @@ class TestGdb(DebuggerTestCase):
         if not os.path.exists(hooks):
             self.skipTest(f"{hooks} does not exist")
         script = self.write_script(STOP_THREE_DEEP)
-        out = self.gdb_run(script, f"source {hooks}", "py-bt")
+        out = self.gdb_run(script, f"source {hooks}", "py-bt", "echo --\n",
+                           "py-up", "py-up", "py-list")
+        bt, _, up_list = out.partition("--\n")
         self.assertRegex(
-            out, r"(?s)in inner\n.*in middle\n.*in outer\n.*in <module>")
+            bt, r"(?s)in inner\n.*in middle\n.*in outer\n.*in <module>")
+        # Two Python frames up from os.kill() is middle(), at its call.
+        self.assertRegex(up_list, r"line \d+, in inner \(\)")
+        self.assertRegex(up_list, r"line \d+, in middle \(\)")
+        self.assertRegex(up_list, r">\s*\d+\s+inner\(\)")
 
     @requires_gdb
     def test_forked_child(self):
