@@ -12,11 +12,15 @@
      it, except during start-up and imports (below).
    - A forked child gets a file of its own that starts with the parent's
      records, since it runs the trampolines it inherited.
+   - Any thread may write, with or without the GIL (the C API of
+     Python/perf_map.c): the state below is guarded by a mutex.
    - A file last written before the process started (or forked) is stale
      and is emptied when opened.
 
-   Which file is current, and how many bytes of it this process knows
-   about, is kept here; the backends only say what goes into it. */
+   There is a file of each kind (the perf map, the jitdump), open while
+   someone uses it: a backend that an interpreter uses, or the C API for
+   the map.  Which file that is, and how many bytes of it this process
+   knows about, is kept here; the backends only say what goes into it. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
@@ -25,6 +29,7 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <fcntl.h>                // open()
+#include <pthread.h>              // pthread_mutex_t
 #include <sys/stat.h>             // fstat()
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>               // write()
@@ -50,23 +55,31 @@ typedef struct {
        again if the file is found empty (someone removed it). */
     unsigned char header[64];
     size_t header_size;
-} description_file;
-
-static struct {
-    description_file current;   /* the one being written to */
-    description_file pending;   /* the one a backend is opening */
-    size_t written_bytes;       /* statistics */
-
-    /* Held descriptions (see HELD_MAX). */
-    int holding;
+    /* The process that opened it; 0 if none.  What a file of this kind
+       that an ancestor opened last holds is copied into this process's
+       own, which starts then (see _PyPerfFile_Switch()). */
+    long pid;
+    int users;                  /* while positive, it is open */
+    /* Held records (see HELD_MAX). */
     char *held;
     size_t held_len;
     size_t held_cap;
+} description_file;
 
+static struct {
+    description_file file[_PyPerfFile_KINDS];
+    description_file pending[_PyPerfFile_KINDS];    /* being opened */
+    size_t written_bytes;       /* statistics */
+    int holding;                /* during start-up */
     /* When this process started, or was forked, on the clock of file
        modification times. */
     struct timespec process_start;
 } files;
+
+static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
+
+#define LOCK() pthread_mutex_lock(&files_lock)
+#define UNLOCK() pthread_mutex_unlock(&files_lock)
 
 /* While the program imports modules, functions run for the first time
    one after the other (module and class bodies, decorators, what they
@@ -156,47 +169,76 @@ write_all(int fd, const void *buf, size_t size)
     return 0;
 }
 
-/* Write the current file's header to fd if the file is empty: it was
-   removed since it was started, and a new one was just created. */
+/* Write f's header to fd if the file is empty: it was removed since it
+   was started, and a new one was just created. */
 static int
-restore_header(int fd, const struct stat *st)
+restore_header(description_file *f, int fd, const struct stat *st)
 {
-    if (st->st_size != 0 || files.current.header_size == 0) {
+    if (st->st_size != 0 || f->header_size == 0) {
         return 0;
     }
-    if (write_all(fd, files.current.header, files.current.header_size) < 0) {
+    if (write_all(fd, f->header, f->header_size) < 0) {
         return -1;
     }
-    files.current.size = (off_t)files.current.header_size;
+    f->size = (off_t)f->header_size;
     return 0;
 }
 
-/* Append buf to the current file, opened for this write only. */
+/* Append buf to f, opened for this write only. */
 static int
-append_to_file(const void *buf, size_t size)
+write_now(description_file *f, const void *buf, size_t size)
 {
     int fd;
     struct stat st;
     const char *reason;
-    if (open_checked(files.current.path, O_WRONLY | O_APPEND, &fd, &st,
-                     &reason) < 0) {
+    if (open_checked(f->path, O_WRONLY | O_APPEND, &fd, &st, &reason) < 0) {
         return -1;
     }
-    int res = restore_header(fd, &st);
+    int res = restore_header(f, fd, &st);
     if (res == 0) {
         res = write_all(fd, buf, size);
     }
     int err = errno;
     close(fd);
     errno = err;
+    if (res == 0) {
+        f->size += (off_t)size;
+        files.written_bytes += size;
+    }
     return res;
 }
 
-int
-_PyPerfFile_Open(const char *path, int access_mode, int *fd,
-                 const char **reason)
+static int
+holding(void)
 {
-    description_file *f = &files.pending;
+    return files.holding || import_depth > 0;
+}
+
+static int
+flush(description_file *f)
+{
+    int res = 0;
+    if (f->held_len > 0) {
+        res = write_now(f, f->held, f->held_len);
+        f->held_len = 0;
+    }
+    return res;
+}
+
+static int
+is_open(description_file *f)
+{
+    return f->users > 0 && f->pid == (long)getpid();
+}
+
+
+/* Opening and closing ******************************************************/
+
+static int
+open_pending(int kind, const char *path, int access_mode, int *fd,
+             const char **reason)
+{
+    description_file *f = &files.pending[kind];
     struct stat st;
     PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
     f->size = 0;
@@ -222,42 +264,137 @@ _PyPerfFile_Open(const char *path, int access_mode, int *fd,
     return 0;
 }
 
-int
-_PyPerfFile_Restart(int fd, const void *header, size_t size)
+static int copy_records(description_file *f, const description_file *last,
+                        const _PyPerfBackend *backend);
+
+static int
+switch_to_pending(int kind, const _PyPerfBackend *backend)
 {
-    description_file *f = &files.pending;
-    assert(size <= sizeof(f->header));
-    if (ftruncate(fd, 0) < 0 || write_all(fd, header, size) < 0) {
-        return -1;
+    description_file *f = &files.file[kind];
+    description_file last = *f;
+    long pid = (long)getpid();
+    assert(!is_open(f));
+    memcpy(f->path, files.pending[kind].path, sizeof(f->path));
+    f->size = files.pending[kind].size;
+    memcpy(f->header, files.pending[kind].header, sizeof(f->header));
+    f->header_size = files.pending[kind].header_size;
+    f->pid = pid;
+    f->users = 1;
+    if (last.pid != 0 && last.pid != pid) {
+        /* A file that cannot be read (removed, say) is not copied: the
+           new file describes what this process makes from now on. */
+        return copy_records(f, &last, backend) == -2 ? -1 : 0;
     }
-    memcpy(f->header, header, size);
-    f->header_size = size;
-    f->size = (off_t)size;
     return 0;
 }
 
-void
-_PyPerfFile_Switch(void)
+int
+_PyPerfFile_Open(int kind, const char *path, int access_mode, int *fd,
+                 const char **reason)
 {
-    files.current = files.pending;
+    LOCK();
+    int res = open_pending(kind, path, access_mode, fd, reason);
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_Restart(int kind, int fd, const void *header, size_t size)
+{
+    LOCK();
+    description_file *f = &files.pending[kind];
+    assert(size <= sizeof(f->header));
+    int res = -1;
+    if (ftruncate(fd, 0) == 0 && write_all(fd, header, size) == 0) {
+        memcpy(f->header, header, size);
+        f->header_size = size;
+        f->size = (off_t)size;
+        res = 0;
+    }
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_Switch(int kind, const _PyPerfBackend *backend)
+{
+    LOCK();
+    int res = switch_to_pending(kind, backend);
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_OpenSimple(int kind, const char *path,
+                       const _PyPerfBackend *backend, int *copy_failed,
+                       const char **reason)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = 0;
+    *copy_failed = 0;
+    if (is_open(f)) {
+        f->users++;
+    }
+    else {
+        int fd;
+        res = open_pending(kind, path, O_WRONLY, &fd, reason);
+        if (res == 0) {
+            close(fd);
+            *copy_failed = switch_to_pending(kind, backend) < 0;
+        }
+    }
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_Use(int kind)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = is_open(f);
+    if (res) {
+        f->users++;
+    }
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_Close(int kind, int *closed)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = 0;
+    *closed = 0;
+    if (is_open(f) && --f->users == 0) {
+        res = flush(f);
+        *closed = 1;
+    }
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_IsOpen(int kind)
+{
+    LOCK();
+    int res = is_open(&files.file[kind]);
+    UNLOCK();
+    return res;
 }
 
 const char *
-_PyPerfFile_Path(void)
+_PyPerfFile_Path(int kind)
 {
-    return files.current.path;
+    return files.file[kind].path;
 }
 
 const char *
-_PyPerfFile_PendingPath(void)
+_PyPerfFile_PendingPath(int kind)
 {
-    return files.pending.path;
-}
-
-off_t
-_PyPerfFile_Size(void)
-{
-    return files.current.size;
+    return files.pending[kind].path;
 }
 
 size_t
@@ -275,71 +412,80 @@ _PyPerfFile_BeginImport(void)
     import_depth++;
 }
 
-int
+void
 _PyPerfFile_EndImport(void)
 {
     /* The count starts at zero in a forked child. */
-    if (import_depth > 0 && --import_depth == 0) {
-        return _PyPerfFile_WriteHeld();
+    if (import_depth > 0) {
+        import_depth--;
     }
-    return 0;
-}
-
-void
-_PyPerfFile_AfterFork(void)
-{
-    import_depth = 0;
-    _PyPerfFile_StartProcess();
 }
 
 
 /* Writing ******************************************************************/
 
-static int
-write_now(const void *buf, size_t size)
+int
+_PyPerfFile_Write(int kind, const void *buf, size_t size)
 {
-    if (append_to_file(buf, size) < 0) {
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res;
+    if (!is_open(f)) {
+        /* Closed, or the parent's (a child forked without
+           PyOS_AfterFork_Child()). */
+        UNLOCK();
+        errno = EBADF;
         return -1;
     }
-    files.current.size += (off_t)size;
-    files.written_bytes += size;
-    return 0;
-}
-
-int
-_PyPerfFile_Flush(void)
-{
-    int res = 0;
-    if (files.held_len > 0) {
-        res = write_now(files.held, files.held_len);
-        files.held_len = 0;
+    if (holding()) {
+        if (f->held_len + size > f->held_cap) {
+            size_t cap = Py_MAX(f->held_len + size, (size_t)16 * 1024);
+            char *mem = PyMem_RawRealloc(f->held, cap);
+            if (mem != NULL) {
+                f->held = mem;
+                f->held_cap = cap;
+            }
+        }
+        if (f->held_len + size <= f->held_cap) {
+            memcpy(f->held + f->held_len, buf, size);
+            f->held_len += size;
+            res = f->held_len < HELD_MAX ? 0 : flush(f);
+            UNLOCK();
+            return res;
+        }
+        /* No memory to hold it: write it now, after what is held. */
+        if (flush(f) < 0) {
+            UNLOCK();
+            return -1;
+        }
     }
+    res = write_now(f, buf, size);
+    UNLOCK();
     return res;
 }
 
 int
-_PyPerfFile_Write(const void *buf, size_t size)
+_PyPerfFile_WriteHeld(int kind)
 {
-    if (_PyPerfFile_Holding()) {
-        if (files.held_len + size > files.held_cap) {
-            size_t cap = Py_MAX(files.held_len + size, (size_t)16 * 1024);
-            char *mem = PyMem_RawRealloc(files.held, cap);
-            if (mem != NULL) {
-                files.held = mem;
-                files.held_cap = cap;
-            }
-        }
-        if (files.held_len + size <= files.held_cap) {
-            memcpy(files.held + files.held_len, buf, size);
-            files.held_len += size;
-            return files.held_len < HELD_MAX ? 0 : _PyPerfFile_Flush();
-        }
-        /* No memory to hold it: write it now, after what is held. */
-        if (_PyPerfFile_Flush() < 0) {
-            return -1;
-        }
-    }
-    return write_now(buf, size);
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = holding() || !is_open(f) ? 0 : flush(f);
+    UNLOCK();
+    return res;
+}
+
+int
+_PyPerfFile_Holding(void)
+{
+    return holding();
+}
+
+void
+_PyPerfFile_DropHeld(int kind)
+{
+    LOCK();
+    files.file[kind].held_len = 0;
+    UNLOCK();
 }
 
 void
@@ -359,35 +505,38 @@ _PyPerfFile_Hold(void)
 }
 
 void
-_PyPerfFile_DropHeld(void)
-{
-    files.held_len = 0;
-}
-
-int
-_PyPerfFile_Holding(void)
-{
-    return files.holding || import_depth > 0;
-}
-
-int
-_PyPerfFile_WriteHeld(void)
-{
-    if (_PyPerfFile_Holding()) {
-        return 0;
-    }
-    return _PyPerfFile_Flush();
-}
-
-int
 _PyPerfFile_EndHold(void)
 {
     files.holding = 0;
-    return _PyPerfFile_WriteHeld();
 }
 
 
 /* Forked children **********************************************************/
+
+void
+_PyPerfFile_AfterFork(void)
+{
+    /* Another thread of the parent may have held the lock. */
+    pthread_mutex_init(&files_lock, NULL);
+    import_depth = 0;
+    _PyPerfFile_StartProcess();
+    /* The parent's files stay as the last of their kinds, to copy from
+       into the child's own, which those who used them open. */
+    for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
+        files.file[kind].users = 0;
+    }
+}
+
+void
+_PyPerfFile_ClaimHeld(int kind, const _PyPerfBackend *backend)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    if (backend->claim_records != NULL) {
+        (void)backend->claim_records(f->held, f->held_len);
+    }
+    UNLOCK();
+}
 
 /* Read the first size bytes of our file at path into a new
    PyMem_RawMalloc() buffer; set *got to the number of bytes read. */
@@ -421,13 +570,14 @@ read_file_prefix(const char *path, off_t size, off_t *got)
 }
 
 /* Append size bytes at offset start of our file at path to the current
-   file with copy_file_range(), so that the kernel copies them without
+   file f with copy_file_range(), so that the kernel copies them without
    reading them into this process (and where the file system can, without
    copying the data at all).  Return 0 on success; -1 if the kernel cannot
    copy between these files (nothing was written); -2 with errno set if
    writing failed (what was copied is cut off again). */
 static int
-copy_in_kernel(const char *path, off_t start, size_t size)
+copy_in_kernel(description_file *f, const char *path, off_t start,
+               size_t size)
 {
     int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
     if (in < 0) {
@@ -439,7 +589,7 @@ copy_in_kernel(const char *path, off_t start, size_t size)
     const char *reason;
     /* copy_file_range() refuses a destination opened with O_APPEND. */
     if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()
-        || open_checked(files.current.path, O_WRONLY, &out, NULL,
+        || open_checked(f->path, O_WRONLY, &out, NULL,
                         &reason) < 0)
     {
         goto done;
@@ -485,28 +635,26 @@ done:
     return res;
 }
 
-void
-_PyPerfFile_ClaimHeld(const _PyPerfBackend *backend)
-{
-    if (backend->claim_records != NULL) {
-        (void)backend->claim_records(files.held, files.held_len);
-    }
-}
-
-int
-_PyPerfFile_CopyRecords(const char *path, off_t size,
-                        const _PyPerfBackend *backend)
+/* Append the records of the file "last" (as much of it as its process
+   knew about) to f, claimed by backend for this process.  Return 0 on
+   success, -1 if the file cannot be read, -2 with errno set if the copy
+   cannot be written. */
+static int
+copy_records(description_file *f, const description_file *last,
+             const _PyPerfBackend *backend)
 {
     size_t header = backend->header_size;
+    off_t size = last->size;
     if (size <= (off_t)header) {
         return 0;
     }
     if (backend->claim_records == NULL) {
         /* Records that need no rewriting for this process: the kernel
            copies them. */
-        int res = copy_in_kernel(path, (off_t)header, (size_t)size - header);
+        int res = copy_in_kernel(f, last->path, (off_t)header,
+                                 (size_t)size - header);
         if (res == 0) {
-            files.current.size += size - (off_t)header;
+            f->size += size - (off_t)header;
             files.written_bytes += (size_t)size - header;
             return 0;
         }
@@ -515,7 +663,7 @@ _PyPerfFile_CopyRecords(const char *path, off_t size,
         }
     }
     off_t got;
-    char *copy = read_file_prefix(path, size, &got);
+    char *copy = read_file_prefix(last->path, size, &got);
     if (copy == NULL) {
         return -1;
     }
@@ -523,7 +671,7 @@ _PyPerfFile_CopyRecords(const char *path, off_t size,
     if (backend->claim_records != NULL) {
         records = backend->claim_records(copy + header, records);
     }
-    int res = records > 0 ? write_now(copy + header, records) : 0;
+    int res = records > 0 ? write_now(f, copy + header, records) : 0;
     int err = errno;
     PyMem_RawFree(copy);
     errno = err;

@@ -68,7 +68,7 @@ monotonic_ns(void)
 }
 
 static void
-jitdump_close(void)
+unmap_dump(void)
 {
     if (jitdump.mapping != NULL) {
         munmap(jitdump.mapping, jitdump.mapping_size);
@@ -77,12 +77,30 @@ jitdump_close(void)
 }
 
 static int
-jitdump_open(const char **reason)
+jitdump_close(void)
 {
+    int closed;
+    int res = _PyPerfFile_Close(_PyPerfFile_JITDUMP, &closed);
+    if (closed) {
+        unmap_dump();
+    }
+    return res;
+}
+
+static int
+jitdump_open(int *copy_failed, const char **reason)
+{
+    *copy_failed = 0;
+    if (_PyPerfFile_Use(_PyPerfFile_JITDUMP)) {
+        return 0;
+    }
+    /* A forked child maps a dump of its own instead of its parent's. */
+    unmap_dump();
     char path[64];
     int fd;
     PyOS_snprintf(path, sizeof(path), "/tmp/jit-%ld.dump", (long)getpid());
-    if (_PyPerfFile_Open(path, O_RDWR, &fd, reason) < 0) {
+    if (_PyPerfFile_Open(_PyPerfFile_JITDUMP, path, O_RDWR, &fd,
+                         reason) < 0) {
         return -1;
     }
     /* A dump left by an earlier process with the same PID describes code
@@ -100,7 +118,8 @@ jitdump_open(const char **reason)
         _PyPerfBuf_PutU32(&h, (uint32_t)getpid());
         _PyPerfBuf_PutU64(&h, monotonic_ns());
         _PyPerfBuf_PutU64(&h, 0);               /* flags */
-        if (_PyPerfFile_Restart(fd, header_buf, h.len) < 0) {
+        if (_PyPerfFile_Restart(_PyPerfFile_JITDUMP, fd, header_buf,
+                                h.len) < 0) {
             int err = errno;
             *reason = strerror(err);
             close(fd);
@@ -125,6 +144,8 @@ jitdump_open(const char **reason)
     }
     /* The mapping stays; no descriptor is kept open. */
     close(fd);
+    *copy_failed = _PyPerfFile_Switch(_PyPerfFile_JITDUMP,
+                                      &_PyPerfJit_Backend) < 0;
     return 0;
 }
 
@@ -194,7 +215,7 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    int res = _PyPerfFile_Write(b.buf, b.len);
+    int res = _PyPerfFile_Write(_PyPerfFile_JITDUMP, b.buf, b.len);
     if (mem != small) {
         PyMem_RawFree(mem);
     }
@@ -227,6 +248,7 @@ claim_records(char *buf, size_t size)
 }
 
 const _PyPerfBackend _PyPerfJit_Backend = {
+    .kind = _PyPerfFile_JITDUMP,
     .stride = JIT_TRAMPOLINE_STRIDE,
     .unique_tag = 1,
     .open = jitdump_open,

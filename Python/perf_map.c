@@ -11,33 +11,35 @@
 
        ADDR SIZE py::QUALNAME:FILENAME
 
-   The file follows the rules of Python/perf_description_file.c. */
+   The file follows the rules of Python/perf_description_file.c.  The
+   same map takes the entries of the C API below, for code that other
+   code generators in the process make, whether or not trampolines are
+   active. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
-#include <fcntl.h>                // O_WRONLY
+#include <fcntl.h>                // O_RDONLY
+#include <pthread.h>              // pthread_mutex_t
+#include <string.h>               // memrchr()
 #include <unistd.h>               // getpid()
 
 static int
-perf_map_open(const char **reason)
+perf_map_open(int *copy_failed, const char **reason)
 {
     char path[64];
-    int fd;
     PyOS_snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
-    if (_PyPerfFile_Open(path, O_WRONLY, &fd, reason) < 0) {
-        return -1;
-    }
-    close(fd);
-    return 0;
+    return _PyPerfFile_OpenSimple(_PyPerfFile_MAP, path, &_PyPerfMap_Backend,
+                                  copy_failed, reason);
 }
 
-static void
+static int
 perf_map_close(void)
 {
-    /* Nothing is kept open. */
+    int closed;
+    return _PyPerfFile_Close(_PyPerfFile_MAP, &closed);
 }
 
 /* Write v in lower-case hexadecimal without leading zeros at p; return
@@ -57,11 +59,12 @@ put_hex(char *p, uintptr_t v)
     return p;
 }
 
+/* Append the line "ADDR SIZE NAME" to the map, with the control
+   characters of name (len bytes) replaced if "sanitize" is set. */
 static int
-perf_map_write_entry(const void *code, size_t size, const char *name,
-                     size_t len)
+write_line(const void *code, size_t size, const char *name, size_t len,
+           int sanitize)
 {
-    /* "ADDR SIZE " + name + '\n' */
     char small[512];
     char *line = small;
     size_t needed = 2 * (2 * sizeof(uintptr_t) + 1) + len + 1;
@@ -77,18 +80,35 @@ perf_map_write_entry(const void *code, size_t size, const char *name,
     p = put_hex(p, (uintptr_t)size);
     *p++ = ' ';
     memcpy(p, name, len);
+    if (sanitize) {
+        for (size_t i = 0; i < len; i++) {
+            unsigned char c = (unsigned char)p[i];
+            if (c < 0x20 || c == 0x7f) {
+                p[i] = '?';
+            }
+        }
+    }
     p += len;
     *p++ = '\n';
     /* Whole lines only: with O_APPEND each write() reaches the file at
        once and never interleaves with other writers. */
-    int res = _PyPerfFile_Write(line, (size_t)(p - line));
+    int res = _PyPerfFile_Write(_PyPerfFile_MAP, line, (size_t)(p - line));
     if (line != small) {
         PyMem_RawFree(line);
     }
     return res;
 }
 
+static int
+perf_map_write_entry(const void *code, size_t size, const char *name,
+                     size_t len)
+{
+    /* The core has replaced control characters already. */
+    return write_line(code, size, name, len, 0);
+}
+
 const _PyPerfBackend _PyPerfMap_Backend = {
+    .kind = _PyPerfFile_MAP,
     .open = perf_map_open,
     .write_entry = perf_map_write_entry,
     .close = perf_map_close,
@@ -97,5 +117,160 @@ const _PyPerfBackend _PyPerfMap_Backend = {
     .header_size = 0,
     .claim_records = NULL,
 };
+
+
+/* The C API (Include/cpython/ceval.h) ***************************************
+
+   Entries go to the same map as the trampolines', through the same rules:
+   the map is open while the perf backend is active in any interpreter, or
+   from PyUnstable_PerfMapState_Init() to PyUnstable_PerfMapState_Fini().
+   Any thread may call these, with or without the GIL: the description
+   files have a lock of their own, and this state one too. */
+
+static struct {
+    long pid;                   /* the process that opened the map; 0 */
+} api;
+
+static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    pthread_mutex_lock(&api_lock);
+    int res = 0;
+    if (api.pid != (long)getpid()) {
+        /* Not open, or opened by the parent of this forked process. */
+        int copy_failed;
+        const char *reason;
+        if (perf_map_open(&copy_failed, &reason) < 0) {
+            res = -1;
+        }
+        else {
+            api.pid = (long)getpid();
+        }
+    }
+    pthread_mutex_unlock(&api_lock);
+    return res;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
+                             const char *entry_name)
+{
+    if (entry_name == NULL || code_size == 0) {
+        errno = EINVAL;
+        return -1;
+    }
+    int res = PyUnstable_PerfMapState_Init();
+    if (res < 0) {
+        return res;
+    }
+    return write_line(code_addr, code_size, entry_name, strlen(entry_name),
+                      1) < 0 ? -1 : 0;
+}
+
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+    pthread_mutex_lock(&api_lock);
+    if (api.pid == (long)getpid()) {
+        (void)perf_map_close();
+    }
+    api.pid = 0;
+    pthread_mutex_unlock(&api_lock);
+}
+
+int
+PyUnstable_CopyPerfMapFile(const char *parent_filename)
+{
+    if (parent_filename == NULL) {
+        errno = EINVAL;
+        return -1;
+    }
+    int res = PyUnstable_PerfMapState_Init();
+    if (res < 0) {
+        return res;
+    }
+    int fd = open(parent_filename, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+        return -1;
+    }
+    /* Whole lines, each write() ending at a line's end, so that the copy
+       never interleaves with entries written meanwhile. */
+    char buf[64 * 1024];
+    size_t len = 0;
+    res = 0;
+    for (;;) {
+        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0) {
+            res = -1;
+            break;
+        }
+        len += (size_t)n;
+        char *end = memrchr(buf, '\n', len);
+        if (end == NULL) {
+            if (n == 0 || len == sizeof(buf)) {
+                break;      /* no more lines, or one too long for a map */
+            }
+            continue;
+        }
+        size_t lines = (size_t)(end - buf) + 1;
+        if (_PyPerfFile_Write(_PyPerfFile_MAP, buf, lines) < 0) {
+            res = -1;
+            break;
+        }
+        memmove(buf, buf + lines, len - lines);
+        len -= lines;
+        if (n == 0) {
+            break;
+        }
+    }
+    int err = errno;
+    close(fd);
+    errno = err;
+    return res;
+}
+
+void
+_PyPerfMap_AfterFork(void)
+{
+    pthread_mutex_init(&api_lock, NULL);
+    if (api.pid != 0) {
+        /* The child's map starts with the parent's entries. */
+        (void)PyUnstable_PerfMapState_Init();
+    }
+}
+
+#else  /* !PY_HAVE_PERF_TRAMPOLINE */
+
+/* No perf maps on this platform: the functions do nothing. */
+
+int
+PyUnstable_PerfMapState_Init(void)
+{
+    return 0;
+}
+
+int
+PyUnstable_WritePerfMapEntry(const void *Py_UNUSED(code_addr),
+                             unsigned int Py_UNUSED(code_size),
+                             const char *Py_UNUSED(entry_name))
+{
+    return 0;
+}
+
+void
+PyUnstable_PerfMapState_Fini(void)
+{
+}
+
+int
+PyUnstable_CopyPerfMapFile(const char *Py_UNUSED(parent_filename))
+{
+    return 0;
+}
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

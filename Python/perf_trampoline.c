@@ -88,9 +88,11 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
                                    _PyInterpreterFrame *, int,
                                    _PyFrameEvalFunction);
 
-/* Read on every frame entry: kept apart from the state below. */
-int _PyPerfTrampoline_active = 0;
-Py_ssize_t _PyPerfTrampoline_extra_index = 0;
+/* Read on every frame entry: kept apart from the state below.  The
+   backend of the interpreter of the thread's current thread state (see
+   _PyPerfTrampoline_AttachThread()), or -1. */
+__thread int _PyPerfTrampoline_thread_backend
+    __attribute__((tls_model("initial-exec"))) = -1;
 __thread uintptr_t _PyPerfTrampoline_stack_limit
     __attribute__((tls_model("initial-exec"))) = 0;
 
@@ -100,40 +102,49 @@ __thread uintptr_t _PyPerfTrampoline_stack_limit
 #define TRAMPOLINE_ALIGN 16
 #define ARENA_SIZE (64 * 1024)
 
+#define N_BACKENDS Py_ARRAY_LENGTH(backend_names)
+
 typedef struct {
     char *next;             /* next free trampoline of the current arena */
     char *limit;            /* end of the current arena */
     struct _PyPerfDebugImage *image;    /* that debuggers are told of */
-} trampoline_pool;
-
-static struct {
-    const _PyPerfBackend *active;       /* or NULL */
-    size_t template_size;               /* bytes of the template */
-    trampoline_pool pools[Py_ARRAY_LENGTH(backend_names)];
+    /* Interpreters using the backend: its file is open while positive. */
+    int users;
     /* Set when an arena could not be mapped, or a description could not
-       be written: no new trampolines are made until the next activation,
-       so the failure is reported once. */
+       be written: no new trampolines are made until the backend is
+       opened again, so the failure is reported once. */
     int arena_failed;
     int write_failed;
+} trampoline_pool;
+
+/* An interpreter and the backend it uses.  Interpreters without one are
+   not listed. */
+typedef struct {
+    PyInterpreterState *interp;
+    int backend;
+} interp_backend;
+
+static struct {
+    size_t template_size;               /* bytes of the template */
+    trampoline_pool pools[N_BACKENDS];  /* one per backend */
+    interp_backend *interps;
+    size_t n_interps;
+    size_t interps_cap;
+    /* The backend that -X perf and the environment variables ask for,
+       which every interpreter starts with; -1 if none. */
+    int config_backend;
+    /* PyUnstable_PerfTrampoline_SetPersistAfterFork() (see there). */
+    int persist_after_fork;
     /* Set by tests to make arena allocation fail. */
     int fail_arenas_for_testing;
     /* Statistics, for tests and benchmarks. */
     size_t arena_bytes;
     size_t trampolines;
-    /* The process that opened the current file: a child that was forked
-       without PyOS_AfterFork_Child() (a raw fork() through ctypes, say)
-       is caught when it makes its first trampoline. */
+    /* The process that opened the files: a child that was forked without
+       PyOS_AfterFork_Child() (a raw fork() through ctypes, say) is caught
+       when it makes its first trampoline. */
     long pid;
-    /* The file each backend wrote last, in this process or in an
-       ancestor, and who wrote it: a forked child runs the trampolines it
-       inherited, so a file it starts for that backend, at the fork or
-       later, begins with a copy of what was there at the fork. */
-    struct {
-        char path[64];
-        off_t size;
-        long pid;
-    } last[Py_ARRAY_LENGTH(backend_names)];
-} state;
+} state = {.config_backend = -1};
 
 
 /* Names ********************************************************************/
@@ -348,60 +359,31 @@ set_trampoline(PyCodeObject *co, Py_ssize_t index, void *code)
     return 0;
 }
 
-/* Report, once, that the current file cannot be written: no new
-   trampolines are made until the next activation.  Call it only once the
-   state is consistent: writing to sys.stderr can run Python code, which
-   can make trampolines or activate and deactivate. */
+/* Report, once, that the file of the backend at index cannot be written:
+   no new trampolines of that backend are made until it is opened again.
+   Call it only once the state is consistent: writing to sys.stderr can
+   run Python code, which can make trampolines or activate and
+   deactivate. */
 static void
-report_write_failure(int err)
+report_write_failure(int index, int err)
 {
-    char path[sizeof(state.last[0].path)];
-    state.write_failed = 1;
-    PyOS_snprintf(path, sizeof(path), "%s", _PyPerfFile_Path());
+    char path[64];
+    state.pools[index].write_failed = 1;
+    PyOS_snprintf(path, sizeof(path), "%s",
+                  _PyPerfFile_Path(backends[index]->kind));
     PySys_FormatStderr(
         "Warning: cannot write to %s (%s); Python functions started from "
         "now on will not appear in native profiles\n",
         path, strerror(err));
 }
 
-/* Remember the current file as the last one of the active backend. */
+/* Describe the trampoline just handed out by the backend at index to co,
+   to profilers (through the backend) and to debuggers. */
 static void
-remember_file(void)
+describe(int index, char *code, PyCodeObject *co)
 {
-    Py_ssize_t index = _PyPerfTrampoline_extra_index;
-    PyOS_snprintf(state.last[index].path, sizeof(state.last[index].path),
-                  "%s", _PyPerfFile_Path());
-    state.last[index].size = _PyPerfFile_Size();
-    state.last[index].pid = state.pid;
-}
-
-/* Start using the pending file of the backend at index, which was just
-   opened, in this process: if an ancestor wrote that backend's file,
-   this one begins with its records.  Return -1 with errno set if they
-   could not be written. */
-static int
-switch_file(int index)
-{
-    _PyPerfFile_Switch();
-    state.pid = (long)getpid();
-    int res = 0;
-    if (state.last[index].pid != 0 && state.last[index].pid != state.pid) {
-        /* A file that cannot be read (removed, say) is not copied: the
-           new file describes what this process makes from now on. */
-        res = _PyPerfFile_CopyRecords(state.last[index].path,
-                                      state.last[index].size,
-                                      backends[index]) == -2 ? -1 : 0;
-        state.last[index].pid = 0;
-    }
-    return res;
-}
-
-/* Describe the trampoline just handed out from pool to co, to profilers
-   (through the backend) and to debuggers. */
-static void
-describe(const _PyPerfBackend *backend, trampoline_pool *pool, char *code,
-         PyCodeObject *co)
-{
+    const _PyPerfBackend *backend = backends[index];
+    trampoline_pool *pool = &state.pools[index];
     char small[512];
     char *name = small;
     size_t qualname_end;
@@ -410,7 +392,7 @@ describe(const _PyPerfBackend *backend, trampoline_pool *pool, char *code,
     if (n > sizeof(small)) {
         name = PyMem_RawMalloc(n);
         if (name == NULL) {
-            report_write_failure(ENOMEM);
+            report_write_failure(index, ENOMEM);
             return;
         }
         (void)_PyPerfTrampoline_FormatSymbol(co, name, n, &qualname_end);
@@ -420,36 +402,36 @@ describe(const _PyPerfBackend *backend, trampoline_pool *pool, char *code,
                              pool->limit, name, n, qualname_end,
                              _PyPerfFile_Holding());
     if (backend->write_entry(code, size, name, n) < 0) {
-        report_write_failure(errno);
+        report_write_failure(index, errno);
     }
     if (name != small) {
         PyMem_RawFree(name);
     }
 }
 
-/* Give "co" a trampoline of the active backend and describe it.  Return
-   NULL if that is not possible; the frame then runs without one.  Never
-   raises: the caller may be starting a frame with an exception set
-   (generator.throw()). */
+/* Give "co" a trampoline of the calling thread's backend and describe
+   it.  Return NULL if that is not possible; the frame then runs without
+   one.  Never raises: the caller may be starting a frame with an
+   exception set (generator.throw()). */
 static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
     if (state.pid != (long)getpid()) {
         _PyPerfTrampoline_AfterFork_Child();
-        if (state.active == NULL) {
-            return NULL;
-        }
     }
-    const _PyPerfBackend *backend = state.active;
-    Py_ssize_t index = _PyPerfTrampoline_extra_index;
+    int index = _PyPerfTrampoline_thread_backend;
+    if (index < 0) {
+        return NULL;
+    }
+    const _PyPerfBackend *backend = backends[index];
     trampoline_pool *pool = &state.pools[index];
     size_t step = stride(backend);
-    if (state.arena_failed || state.write_failed) {
+    if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
     if (pool->next == NULL || (size_t)(pool->limit - pool->next) < step) {
         if (new_arena(backend, pool) < 0) {
-            state.arena_failed = 1;
+            pool->arena_failed = 1;
             PySys_FormatStderr(
                 "Warning: cannot allocate memory for perf trampolines "
                 "(%s); Python functions started from now on will not "
@@ -465,7 +447,7 @@ compile_trampoline(PyCodeObject *co)
     if (res == 0) {
         pool->next += step;
         state.trampolines++;
-        describe(backend, pool, code, co);
+        describe(index, code, co);
     }
     PyErr_Restore(exc, val, tb);
     return res < 0 ? NULL : (py_trampoline)code;
@@ -492,11 +474,156 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 /* Activation ***************************************************************/
 
+/* Interpreters and their backends.  Each interpreter uses one backend at
+   a time, or none; a thread follows the interpreter of its current thread
+   state (_PyPerfTrampoline_thread_backend).  The list holds only the
+   interpreters that use a backend, usually one or two. */
+
+static int
+backend_of(PyInterpreterState *interp)
+{
+    for (size_t i = 0; i < state.n_interps; i++) {
+        if (state.interps[i].interp == interp) {
+            return state.interps[i].backend;
+        }
+    }
+    return -1;
+}
+
+/* Record that interp uses the backend at index (-1: none).  Return -1
+   (no memory) if it cannot be recorded. */
+static int
+set_backend_of(PyInterpreterState *interp, int index)
+{
+    for (size_t i = 0; i < state.n_interps; i++) {
+        if (state.interps[i].interp == interp) {
+            if (index >= 0) {
+                state.interps[i].backend = index;
+            }
+            else {
+                state.interps[i] = state.interps[--state.n_interps];
+            }
+            return 0;
+        }
+    }
+    if (index < 0) {
+        return 0;
+    }
+    if (state.n_interps == state.interps_cap) {
+        size_t cap = state.interps_cap ? 2 * state.interps_cap : 4;
+        interp_backend *mem = PyMem_RawRealloc(state.interps,
+                                               cap * sizeof(*mem));
+        if (mem == NULL) {
+            return -1;
+        }
+        state.interps = mem;
+        state.interps_cap = cap;
+    }
+    state.interps[state.n_interps].interp = interp;
+    state.interps[state.n_interps].backend = index;
+    state.n_interps++;
+    return 0;
+}
+
+void
+_PyPerfTrampoline_AttachThread(PyThreadState *tstate)
+{
+    _PyPerfTrampoline_thread_backend =
+        state.n_interps == 0 ? -1 : backend_of(tstate->interp);
+}
+
+/* The calling thread's interpreter may have changed its backend. */
+static void
+update_this_thread(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    if (tstate != NULL) {
+        _PyPerfTrampoline_AttachThread(tstate);
+    }
+}
+
+/* One more interpreter uses the backend at index: open its file if it is
+   the first.  Return 0, or -1 with *reason set if the file cannot be
+   opened. */
+static int
+use_backend(int index, const char **reason)
+{
+    trampoline_pool *pool = &state.pools[index];
+    if (pool->users > 0) {
+        pool->users++;
+        return 0;
+    }
+    init_template();
+    int copy_failed;
+    if (backends[index]->open(&copy_failed, reason) < 0) {
+        return -1;
+    }
+    state.pid = (long)getpid();
+    pool->users = 1;
+    pool->arena_failed = 0;
+    pool->write_failed = 0;
+    if (copy_failed) {
+        report_write_failure(index, errno);
+    }
+    return 0;
+}
+
+/* One interpreter less uses the backend at index: close its file if it
+   was the last.  Frames already running keep returning through their
+   trampolines; only new frames stop using them. */
+static void
+release_backend(int index)
+{
+    trampoline_pool *pool = &state.pools[index];
+    assert(pool->users > 0);
+    if (--pool->users == 0 && backends[index]->close() < 0) {
+        report_write_failure(index, errno);
+    }
+}
+
+static int
+activate(PyInterpreterState *interp, int index, const char **reason)
+{
+    int current = backend_of(interp);
+    if (current == index) {
+        return 0;
+    }
+    /* The new backend opens before the previous one stops: one that
+       cannot start leaves the interpreter as it was. */
+    if (use_backend(index, reason) < 0) {
+        return -1;
+    }
+    if (set_backend_of(interp, index) < 0) {
+        release_backend(index);
+        *reason = strerror(ENOMEM);
+        errno = ENOMEM;
+        return -1;
+    }
+    update_this_thread();
+    if (current >= 0) {
+        release_backend(current);
+    }
+    return 0;
+}
+
+static void
+deactivate(PyInterpreterState *interp)
+{
+    int current = backend_of(interp);
+    if (current >= 0) {
+        (void)set_backend_of(interp, -1);
+        update_this_thread();
+        release_backend(current);
+    }
+}
+
 void
 _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
 {
     Py_BUILD_ASSERT(Py_ARRAY_LENGTH(backend_names)
                     == _PyPerfTrampoline_CODE_EXTRA_SLOTS);
+    Py_BUILD_ASSERT(PERF_MAP_BACKEND == _PyPerfFile_MAP
+                    && PERF_JIT_BACKEND == _PyPerfFile_JITDUMP);
     /* Reserve the co_extra slots before anything else can request one, so
        they have the same indexes in every interpreter. */
     assert(interp->co_extra_user_count == 0);
@@ -504,87 +631,52 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
         interp->co_extra_freefuncs[i] = NULL;
     }
     interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
+    /* -X perf and the environment variables cover sub-interpreters too
+       (the main interpreter starts in _PyPerfTrampoline_InitFromConfig()).
+       If the file cannot be opened, the warning was printed when the main
+       interpreter could not open it either. */
+    if (state.config_backend >= 0) {
+        const char *reason;
+        (void)activate(interp, state.config_backend, &reason);
+    }
 }
 
-/* Stop writing to the current file: write what is held.  Return 0, or an
-   errno value if it could not be written (to be reported once the
-   caller's state is consistent). */
-static int
-leave_file(void)
+void
+_PyPerfTrampoline_FiniInterpreter(PyInterpreterState *interp)
 {
-    return _PyPerfFile_Flush() < 0 ? errno : 0;
-}
-
-static int
-activate(int index, const char **reason)
-{
-    const _PyPerfBackend *backend = backends[index];
-    if (state.active == backend) {
-        return 0;
-    }
-    init_template();
-    int err = state.active != NULL ? leave_file() : 0;
-    int opened = backend->open(reason);
-    if (opened == 0) {
-        /* The previous backend, if any, stops only now: a backend that
-           cannot start leaves the active one as it was. */
-        _PyPerfTrampoline_active = 0;
-        if (state.active != NULL) {
-            remember_file();
-            state.active->close();
-        }
-        state.active = backend;
-        state.arena_failed = 0;
-        state.write_failed = 0;
-        _PyPerfTrampoline_extra_index = index;
-        if (switch_file(index) < 0 && err == 0) {
-            err = errno;
-        }
-        _PyPerfTrampoline_active = 1;
-    }
-    if (err) {
-        report_write_failure(err);
-    }
-    return opened;
+    deactivate(interp);
 }
 
 void
 _PyPerfTrampoline_Deactivate(void)
 {
-    /* Frames already running keep returning through their trampolines;
-       only new frames stop using them. */
-    _PyPerfTrampoline_active = 0;
-    if (state.active == NULL) {
-        return;
-    }
-    int err = leave_file();
-    remember_file();
-    state.active->close();
-    state.active = NULL;
-    if (err) {
-        report_write_failure(err);
-    }
+    deactivate(_PyInterpreterState_GET());
 }
 
-/* Tell an attached debugger the names that were held back with the
-   descriptions (see Python/perf_debugger.c). */
+/* Write what start-up or the imports held, for every open file, and tell
+   an attached debugger the names held back with it (see
+   Python/perf_debugger.c). */
 static void
-flush_debugger(void)
+write_held(void)
 {
-    if (!_PyPerfFile_Holding()) {
-        for (size_t i = 0; i < Py_ARRAY_LENGTH(state.pools); i++) {
-            _PyPerfDebugger_Flush(state.pools[i].image);
+    if (_PyPerfFile_Holding()) {
+        return;
+    }
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        if (_PyPerfFile_WriteHeld(backends[i]->kind) < 0
+            && state.pools[i].users > 0)
+        {
+            report_write_failure(i, errno);
         }
+        _PyPerfDebugger_Flush(state.pools[i].image);
     }
 }
 
 void
 _PyPerfTrampoline_EndStartup(void)
 {
-    if (_PyPerfFile_EndHold() < 0 && state.active != NULL) {
-        report_write_failure(errno);
-    }
-    flush_debugger();
+    _PyPerfFile_EndHold();
+    write_held();
 }
 
 void
@@ -593,43 +685,48 @@ _PyPerfTrampoline_AfterFork_Child(void)
     /* perf copies the parent's memory maps into the child at the fork and
        keeps naming what lies in them from the parent's map file.  So the
        trampolines the child makes go into arenas it maps itself; the ones
-       it inherited keep their addresses, and the parent's names. */
-    for (size_t i = 0; i < Py_ARRAY_LENGTH(state.pools); i++) {
-        state.pools[i].next = state.pools[i].limit = NULL;
-        state.pools[i].image = NULL;
-    }
-    /* The parent's failures are not the child's, which writes a file of
-       its own. */
-    state.arena_failed = 0;
-    state.write_failed = 0;
+       it inherited keep their addresses, and the parent's names.  The
+       parent's failures are not the child's, which writes files of its
+       own: each starts with the parent's records (see
+       _PyPerfFile_Switch()), and the child writes what the parent held. */
+    state.pid = (long)getpid();
     _PyPerfFile_AfterFork();
-    const _PyPerfBackend *backend = state.active;
-    if (backend == NULL) {
-        return;
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        trampoline_pool *pool = &state.pools[i];
+        pool->next = pool->limit = NULL;
+        pool->image = NULL;
+        pool->arena_failed = 0;
+        pool->write_failed = 0;
+        if (pool->users == 0) {
+            _PyPerfFile_DropHeld(backends[i]->kind);
+            continue;
+        }
+        _PyPerfFile_ClaimHeld(backends[i]->kind, backends[i]);
+        int copy_failed;
+        const char *reason = NULL;
+        if (backends[i]->open(&copy_failed, &reason) < 0) {
+            char path[64];
+            PyOS_snprintf(path, sizeof(path), "%s",
+                          _PyPerfFile_PendingPath(backends[i]->kind));
+            _PyPerfFile_DropHeld(backends[i]->kind);  /* the parent's */
+            /* No interpreter of the child uses this backend any more. */
+            for (size_t j = state.n_interps; j-- > 0;) {
+                if (state.interps[j].backend == i) {
+                    state.interps[j] = state.interps[--state.n_interps];
+                }
+            }
+            pool->users = 0;
+            update_this_thread();
+            PySys_FormatStderr(
+                "Warning: perf trampolines deactivated in child process "
+                "%ld: cannot open %s: %s\n", (long)getpid(), path, reason);
+            continue;
+        }
+        if (copy_failed || _PyPerfFile_WriteHeld(backends[i]->kind) < 0) {
+            report_write_failure(i, errno);
+        }
     }
-    /* The child's own file starts with the parent's records (see
-       switch_file()); the held ones are written by the child. */
-    remember_file();
-    backend->close();
-    _PyPerfFile_ClaimHeld(backend);
-    const char *reason = NULL;
-    if (backend->open(&reason) < 0) {
-        char path[sizeof(state.last[0].path)];
-        PyOS_snprintf(path, sizeof(path), "%s", _PyPerfFile_PendingPath());
-        _PyPerfTrampoline_active = 0;
-        state.active = NULL;
-        _PyPerfFile_DropHeld();     /* the parent writes those */
-        PySys_FormatStderr(
-            "Warning: perf trampolines deactivated in child process %ld: "
-            "cannot open %s: %s\n", (long)getpid(), path, reason);
-        return;
-    }
-    /* What the parent held is the child's to write. */
-    if (switch_file((int)_PyPerfTrampoline_extra_index) < 0
-        || _PyPerfFile_WriteHeld() < 0)
-    {
-        report_write_failure(errno);
-    }
+    _PyPerfMap_AfterFork();
 }
 
 void
@@ -641,16 +738,18 @@ _PyPerfTrampoline_BeginImport(void)
 void
 _PyPerfTrampoline_EndImport(void)
 {
-    if (_PyPerfFile_EndImport() < 0 && state.active != NULL) {
-        report_write_failure(errno);
-    }
-    flush_debugger();
+    _PyPerfFile_EndImport();
+    write_held();
 }
 
 void
 _PyPerfTrampoline_Fini(void)
 {
-    _PyPerfTrampoline_Deactivate();
+    /* Sub-interpreters have ended; the main interpreter stops here. */
+    while (state.n_interps > 0) {
+        deactivate(state.interps[state.n_interps - 1].interp);
+    }
+    PyUnstable_PerfMapState_Fini();
 }
 
 void
@@ -670,6 +769,42 @@ _PyPerfTrampoline_GetStats(void)
         "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes());
 }
 
+
+/* C API (Include/cpython/ceval.h) *******************************************/
+
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || !PyCode_Check(co)) {
+        PyErr_SetString(PyExc_TypeError, "expected a code object");
+        return -1;
+    }
+    int index = _PyPerfTrampoline_thread_backend;
+    if (index < 0 || _PyPerfTrampoline_Lookup(co) != NULL) {
+        return 0;
+    }
+    if (compile_trampoline(co) == NULL
+        && !state.pools[index].arena_failed
+        && !state.pools[index].write_failed)
+    {
+        PyErr_NoMemory();
+        return -1;
+    }
+    /* A failure to map or describe was reported already; the code runs
+       without a trampoline, as it would without this call. */
+    return 0;
+}
+
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
+{
+    /* Children always keep their parent's trampolines, named, and make
+       their own (see _PyPerfTrampoline_AfterFork_Child()): the setting is
+       kept for what upstream CPython returns, and changes nothing. */
+    state.persist_after_fork = enable;
+    return state.persist_after_fork;
+}
+
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */
 
 PyObject *
@@ -682,6 +817,32 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 void
 _PyPerfTrampoline_InitInterpreter(PyInterpreterState *Py_UNUSED(interp))
 {
+}
+
+void
+_PyPerfTrampoline_FiniInterpreter(PyInterpreterState *Py_UNUSED(interp))
+{
+}
+
+void
+_PyPerfTrampoline_AttachThread(PyThreadState *Py_UNUSED(tstate))
+{
+}
+
+int
+PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
+{
+    if (co == NULL || !PyCode_Check(co)) {
+        PyErr_SetString(PyExc_TypeError, "expected a code object");
+        return -1;
+    }
+    return 0;
+}
+
+int
+PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
+{
+    return 0;
 }
 
 void
@@ -744,11 +905,12 @@ _PyPerfTrampoline_Activate(const char *name)
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     const char *reason = NULL;
-    if (activate(index, &reason) < 0) {
+    if (activate(_PyInterpreterState_GET(), index, &reason) < 0) {
         int err = errno;
         PyObject *msg = PyUnicode_FromFormat(
             "cannot open the %s file: %s", backend_names[index], reason);
-        PyObject *path = PyUnicode_DecodeFSDefault(_PyPerfFile_PendingPath());
+        PyObject *path = PyUnicode_DecodeFSDefault(
+            _PyPerfFile_PendingPath(backends[index]->kind));
         if (msg != NULL && path != NULL) {
             PyObject *exc = PyObject_CallFunction(PyExc_OSError, "iOO",
                                                   err, msg, path);
@@ -846,11 +1008,13 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
         return;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* Every interpreter starts with it, this one now. */
+    state.config_backend = index;
     const char *reason = NULL;
-    if (activate(index, &reason) < 0) {
+    if (activate(_PyInterpreterState_GET(), index, &reason) < 0) {
         PySys_FormatStderr(
             "Warning: perf trampolines not activated: cannot open %s: %s\n",
-            _PyPerfFile_PendingPath(), reason);
+            _PyPerfFile_PendingPath(backends[index]->kind), reason);
     }
 #endif
 }

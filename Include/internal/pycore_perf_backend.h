@@ -27,7 +27,9 @@ extern "C" {
    per concern, and not in _PyRuntimeState or PyInterpreterState: the
    layout of those structures is read by debuggers and out-of-process
    profilers that were built against stock 3.11, so it must not change.
-   All of it is protected by the GIL. */
+   It is protected by the GIL, except for the description files, which
+   the C API of Python/perf_map.c writes from any thread: those have a
+   lock of their own. */
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
@@ -55,18 +57,25 @@ typedef struct {
        as part of its code), so that no two trampolines have the same
        bytes. */
     int unique_tag;
-    /* Start a new description file for this process with
-       _PyPerfFile_Open().  Return 0 on success; on failure return -1 with
-       errno set and *reason set to a static description. */
-    int (*open)(const char **reason);
+    /* The kind of description file it writes (_PyPerfFile_MAP, ...),
+       also its index among the backends. */
+    int kind;
+    /* Open the file of its kind for this process, or use it if it is
+       open already (_PyPerfFile_Switch(), _PyPerfFile_Use()).  Return 0
+       on success, and set *copy_failed if the records of the ancestor's
+       file could not be copied (errno says why); on failure return -1
+       with errno set and *reason set to a static description. */
+    int (*open)(int *copy_failed, const char **reason);
     /* Describe one trampoline, called name (len bytes, not
        NUL-terminated), with _PyPerfFile_Write().  Return 0 on success; on
        failure return -1 with errno set. */
     int (*write_entry)(const void *code, size_t size, const char *name,
                        size_t len);
-    void (*close)(void);
+    /* Stop using the file (_PyPerfFile_Close()).  Return 0, or -1 with
+       errno set if what was held could not be written. */
+    int (*close)(void);
     /* A forked child's file starts with the parent's records (see
-       _PyPerfFile_CopyRecords()): the first header_size bytes of the
+       _PyPerfFile_Switch()): the first header_size bytes of the
        parent's file are the file header, not records, and claim_records,
        if set, rewrites the complete records at the start of a buffer for
        the calling process and returns their size. */
@@ -85,6 +94,11 @@ extern const _PyPerfBackend _PyPerfJit_Backend;
 extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
                                              size_t size,
                                              size_t *qualname_end);
+
+
+/* In a forked child: the C API's map, if it was open, is the child's
+   now (Python/perf_map.c). */
+extern void _PyPerfMap_AfterFork(void);
 
 
 /* Debuggers (Python/perf_debugger.c) **************************************/
@@ -110,55 +124,66 @@ extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
 
 /* Description files (Python/perf_description_file.c) ***********************/
 
-/* Open the description file at path for writing, as the pending file: it
-   becomes the current one with _PyPerfFile_Switch(), once the backend is
-   ready to use it.  Return 0 and set *fd on success; on failure return -1
-   with errno set and *reason set to a static description.  The path is
-   kept for messages in both cases (_PyPerfFile_PendingPath()). */
-extern int _PyPerfFile_Open(const char *path, int access_mode, int *fd,
-                            const char **reason);
-/* Empty the pending file (open at fd) and write its header, which is
-   written again if the file is ever found empty. */
-extern int _PyPerfFile_Restart(int fd, const void *header, size_t size);
-extern void _PyPerfFile_Switch(void);
-/* Append whole records to the current file, or hold them while the
-   interpreter starts up.  Return 0 on success; -1 with errno set. */
-extern int _PyPerfFile_Write(const void *buf, size_t size);
-/* Write what is held.  On failure none of it is in the file; return -1
-   with errno set. */
-extern int _PyPerfFile_Flush(void);
+/* The kinds of description file: one per backend. */
+#define _PyPerfFile_MAP 0
+#define _PyPerfFile_JITDUMP 1
+#define _PyPerfFile_KINDS 2
+
+/* Opening a file of a kind takes three steps: open it at path as the
+   kind's pending file (for writing with access_mode); if the backend
+   starts it afresh, Restart it with its header (written again if the
+   file is ever found empty); then Switch to it: it becomes the open file
+   of its kind, used once.  If the last file of the kind was an
+   ancestor's (before a fork), its records are copied first, claimed by
+   backend for this process.  Open returns 0 and sets *fd on success; on
+   failure -1 with errno set and *reason set to a static description (the
+   path is kept for messages: _PyPerfFile_PendingPath()).  Switch returns
+   -1 with errno set if the ancestor's records could not be written. */
+extern int _PyPerfFile_Open(int kind, const char *path, int access_mode,
+                            int *fd, const char **reason);
+extern int _PyPerfFile_Restart(int kind, int fd, const void *header,
+                               size_t size);
+extern int _PyPerfFile_Switch(int kind, const _PyPerfBackend *backend);
+/* The three steps at once for a file without a header, or one more use
+   of the file if it is open; as a backend's open(). */
+extern int _PyPerfFile_OpenSimple(int kind, const char *path,
+                                  const _PyPerfBackend *backend,
+                                  int *copy_failed, const char **reason);
+/* One more use of the open file of a kind: return 1, or 0 if it is not
+   open in this process. */
+extern int _PyPerfFile_Use(int kind);
+/* One use less; the last writes what is held and sets *closed.  Return
+   -1 with errno set if that could not be written. */
+extern int _PyPerfFile_Close(int kind, int *closed);
+extern int _PyPerfFile_IsOpen(int kind);
+extern const char *_PyPerfFile_Path(int kind);
+extern const char *_PyPerfFile_PendingPath(int kind);
+
+/* Append whole records to the open file of a kind, or hold them while the
+   interpreter starts up or this thread imports.  Return 0 on success; -1
+   with errno set (EBADF if the file is not open in this process). */
+extern int _PyPerfFile_Write(int kind, const void *buf, size_t size);
 /* Note that this process starts, or was just forked: a file it opens that
    was last written before is stale, and is emptied. */
 extern void _PyPerfFile_StartProcess(void);
-/* Hold what is written from now on, until _PyPerfFile_EndHold(), which
-   writes it and returns as _PyPerfFile_Flush() does. */
+/* Hold what is written during start-up (until EndHold) and while this
+   thread imports (until its outermost import ends).  WriteHeld writes
+   what is held for a kind unless something still holds it; on failure
+   none of it is in the file, and it returns -1 with errno set. */
 extern void _PyPerfFile_Hold(void);
-extern int _PyPerfFile_EndHold(void);
-/* Records made while this thread imports are held too, until the
-   outermost import ends (EndImport returns as _PyPerfFile_Flush() does).
-   In a forked child (_PyPerfFile_AfterFork()), none of the imports in
-   progress is the child's, and files written before the fork are stale. */
+extern void _PyPerfFile_EndHold(void);
 extern void _PyPerfFile_BeginImport(void);
-extern int _PyPerfFile_EndImport(void);
-extern void _PyPerfFile_AfterFork(void);
-/* Write what is held unless start-up or an import still holds it;
-   return as _PyPerfFile_Flush() does. */
-extern int _PyPerfFile_WriteHeld(void);
-/* Whether start-up or an import of this thread holds what is written. */
+extern void _PyPerfFile_EndImport(void);
 extern int _PyPerfFile_Holding(void);
-/* Forget what is held, unwritten. */
-extern void _PyPerfFile_DropHeld(void);
-/* In a forked child, where a file of the parent's was written by the
-   backend: append the records of its first size bytes at path to the
-   current file, claimed by the backend for this process; claim the held
-   records too.  CopyRecords returns 0 on success, -1 if the file cannot
-   be read, -2 with errno set if the copy cannot be written. */
-extern int _PyPerfFile_CopyRecords(const char *path, off_t size,
-                                   const _PyPerfBackend *backend);
-extern void _PyPerfFile_ClaimHeld(const _PyPerfBackend *backend);
-extern const char *_PyPerfFile_Path(void);
-extern const char *_PyPerfFile_PendingPath(void);
-extern off_t _PyPerfFile_Size(void);
+extern int _PyPerfFile_WriteHeld(int kind);
+/* Forget what is held for a kind, unwritten. */
+extern void _PyPerfFile_DropHeld(int kind);
+/* In a forked child: none of the imports in progress is the child's, no
+   file is open (each user opens its own, which starts with a copy of the
+   parent's records), and what was held is claimed for the child
+   (ClaimHeld) or dropped. */
+extern void _PyPerfFile_AfterFork(void);
+extern void _PyPerfFile_ClaimHeld(int kind, const _PyPerfBackend *backend);
 extern size_t _PyPerfFile_WrittenBytes(void);
 
 

@@ -33,11 +33,16 @@ typedef PyObject *(*_PyPerfTrampoline_Func)(PyThreadState *,
                                             int, _PyFrameEvalFunction);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-/* Non-zero while a backend is active.  Read on every frame entry: while
-   inactive, the feature costs one load, test and branch per call. */
-PyAPI_DATA(int) _PyPerfTrampoline_active;
-/* co_extra index of the active backend's trampolines. */
-PyAPI_DATA(Py_ssize_t) _PyPerfTrampoline_extra_index;
+/* The backend that the interpreter of this thread's current thread state
+   uses, which is also the co_extra index of its trampolines; -1 if none.
+   Each interpreter has a backend of its own (or none): the thread follows
+   it when its thread state changes (_PyThreadState_Swap() calls
+   _PyPerfTrampoline_AttachThread()), and its interpreter can only change
+   backends while the thread holds the GIL.  Read on every frame entry:
+   while inactive, the feature costs one load, test and branch per call,
+   as a global variable would (initial-exec TLS: see below). */
+extern __thread int _PyPerfTrampoline_thread_backend
+    __attribute__((tls_model("initial-exec")));
 
 /* A trampolined Python call costs C stack, which an inlined call does not.
    Below this address (per thread; 0 until computed) calls are not
@@ -54,7 +59,7 @@ PyAPI_FUNC(uintptr_t) _PyPerfTrampoline_ComputeStackLimit(void);
 static inline int
 _PyPerfTrampoline_IsActive(void)
 {
-    return _PyPerfTrampoline_active;
+    return _PyPerfTrampoline_thread_backend >= 0;
 }
 
 /* May a call made here be trampolined? */
@@ -81,7 +86,7 @@ _PyPerfTrampoline_Lookup(PyCodeObject *co)
     }
     assert(extra->ce_size >= _PyPerfTrampoline_CODE_EXTRA_SLOTS);
     return (_PyPerfTrampoline_Func)
-        extra->ce_extras[_PyPerfTrampoline_extra_index];
+        extra->ce_extras[_PyPerfTrampoline_thread_backend];
 }
 #else
 static inline int
@@ -128,8 +133,13 @@ _PyPerfTrampoline_EnterFrame(PyThreadState *tstate,
     return _PyPerfTrampoline_EvalFrame(tstate, frame, throwflag);
 }
 
-/* Reserve the co_extra slots in a new interpreter. */
+/* Reserve the co_extra slots in a new interpreter, which starts with the
+   backend that -X perf or the environment asked for (Python/pystate.c),
+   and stop its backend when it is cleared. */
 extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
+extern void _PyPerfTrampoline_FiniInterpreter(PyInterpreterState *interp);
+/* The calling thread's current thread state is now tstate (not NULL). */
+extern void _PyPerfTrampoline_AttachThread(PyThreadState *tstate);
 
 /* Activate the backend named by -X perf / PYTHONPERFSUPPORT, if any.
    Failures are reported on stderr and never stop the interpreter.  Until
@@ -138,14 +148,15 @@ extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
 extern void _PyPerfTrampoline_InitFromConfig(const PyConfig *config);
 extern void _PyPerfTrampoline_EndStartup(void);
 
-/* Called by the import system around each import (Python/import.c).
-   While an import is in progress, the description file stays open
-   between writes. */
+/* Called by the import system around each import (Python/import.c):
+   what is described during an import is written when the outermost one
+   of the thread ends. */
 extern void _PyPerfTrampoline_BeginImport(void);
 extern void _PyPerfTrampoline_EndImport(void);
 
-/* Runtime control, used by the sys module.  Activation returns 0 on
-   success and -1 with an exception set on failure. */
+/* Runtime control of the calling thread's interpreter, used by the sys
+   module.  Activation returns 0 on success and -1 with an exception set
+   on failure. */
 extern int _PyPerfTrampoline_Activate(const char *backend);
 extern void _PyPerfTrampoline_Deactivate(void);
 
