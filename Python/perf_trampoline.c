@@ -88,13 +88,10 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
                                    _PyInterpreterFrame *, int,
                                    _PyFrameEvalFunction);
 
-/* Read on every frame entry: kept apart from the state below.  The
-   backend of the interpreter of the thread's current thread state (see
-   _PyPerfTrampoline_AttachThread()), or -1. */
-__thread int _PyPerfTrampoline_thread_backend
-    __attribute__((tls_model("initial-exec"))) = -1;
-__thread uintptr_t _PyPerfTrampoline_stack_limit
-    __attribute__((tls_model("initial-exec"))) = 0;
+/* Read on every frame entry: kept apart from the state below. */
+int _PyPerfTrampoline_active = 0;
+__thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
+    __attribute__((tls_model("initial-exec"))) = {0, 0, -1};
 
 /* Arenas: each backend hands out trampolines from its own arenas, each
    at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within
@@ -326,7 +323,11 @@ _PyPerfTrampoline_ComputeStackLimit(void)
         const uintptr_t assumed = 256 * 1024;
         limit = here - assumed / STACK_SHARE;
     }
-    _PyPerfTrampoline_stack_limit = limit;
+    _PyPerfTrampoline_thread.computed_limit = limit;
+    if (_PyPerfTrampoline_thread.backend < 0) {
+        limit = UINTPTR_MAX;
+    }
+    _PyPerfTrampoline_thread.stack_limit = limit;
     return limit;
 }
 
@@ -419,7 +420,7 @@ compile_trampoline(PyCodeObject *co)
     if (state.pid != (long)getpid()) {
         _PyPerfTrampoline_AfterFork_Child();
     }
-    int index = _PyPerfTrampoline_thread_backend;
+    int index = _PyPerfTrampoline_thread.backend;
     if (index < 0) {
         return NULL;
     }
@@ -476,7 +477,7 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
 
 /* Interpreters and their backends.  Each interpreter uses one backend at
    a time, or none; a thread follows the interpreter of its current thread
-   state (_PyPerfTrampoline_thread_backend).  The list holds only the
+   state (_PyPerfTrampoline_thread).  The list holds only the
    interpreters that use a backend, usually one or two. */
 
 static int
@@ -502,6 +503,7 @@ set_backend_of(PyInterpreterState *interp, int index)
             }
             else {
                 state.interps[i] = state.interps[--state.n_interps];
+                _PyPerfTrampoline_active = state.n_interps > 0;
             }
             return 0;
         }
@@ -522,14 +524,16 @@ set_backend_of(PyInterpreterState *interp, int index)
     state.interps[state.n_interps].interp = interp;
     state.interps[state.n_interps].backend = index;
     state.n_interps++;
+    _PyPerfTrampoline_active = 1;
     return 0;
 }
 
 void
 _PyPerfTrampoline_AttachThread(PyThreadState *tstate)
 {
-    _PyPerfTrampoline_thread_backend =
-        state.n_interps == 0 ? -1 : backend_of(tstate->interp);
+    _PyPerfTrampoline_ThreadState *t = &_PyPerfTrampoline_thread;
+    t->backend = state.n_interps == 0 ? -1 : backend_of(tstate->interp);
+    t->stack_limit = t->backend < 0 ? UINTPTR_MAX : t->computed_limit;
 }
 
 /* The calling thread's interpreter may have changed its backend. */
@@ -653,6 +657,12 @@ _PyPerfTrampoline_Deactivate(void)
     deactivate(_PyInterpreterState_GET());
 }
 
+int
+_PyPerfTrampoline_IsActiveHere(void)
+{
+    return backend_of(_PyInterpreterState_GET()) >= 0;
+}
+
 /* Write what start-up or the imports held, for every open file, and tell
    an attached debugger the names held back with it (see
    Python/perf_debugger.c). */
@@ -715,6 +725,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
                     state.interps[j] = state.interps[--state.n_interps];
                 }
             }
+            _PyPerfTrampoline_active = state.n_interps > 0;
             pool->users = 0;
             update_this_thread();
             PySys_FormatStderr(
@@ -779,7 +790,7 @@ PyUnstable_PerfTrampoline_CompileCode(PyCodeObject *co)
         PyErr_SetString(PyExc_TypeError, "expected a code object");
         return -1;
     }
-    int index = _PyPerfTrampoline_thread_backend;
+    int index = _PyPerfTrampoline_thread.backend;
     if (index < 0 || _PyPerfTrampoline_Lookup(co) != NULL) {
         return 0;
     }
@@ -827,6 +838,12 @@ _PyPerfTrampoline_FiniInterpreter(PyInterpreterState *Py_UNUSED(interp))
 void
 _PyPerfTrampoline_AttachThread(PyThreadState *Py_UNUSED(tstate))
 {
+}
+
+int
+_PyPerfTrampoline_IsActiveHere(void)
+{
+    return 0;
 }
 
 int

@@ -33,50 +33,64 @@ typedef PyObject *(*_PyPerfTrampoline_Func)(PyThreadState *,
                                             int, _PyFrameEvalFunction);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-/* The backend that the interpreter of this thread's current thread state
-   uses, which is also the co_extra index of its trampolines; -1 if none.
-   Each interpreter has a backend of its own (or none): the thread follows
-   it when its thread state changes (_PyThreadState_Swap() calls
-   _PyPerfTrampoline_AttachThread()), and its interpreter can only change
-   backends while the thread holds the GIL.  Read on every frame entry:
-   while inactive, the feature costs one load, test and branch per call,
-   as a global variable would (initial-exec TLS: see below). */
-extern __thread int _PyPerfTrampoline_thread_backend
-    __attribute__((tls_model("initial-exec")));
+/* Non-zero while some interpreter uses a backend.  Read on every frame
+   entry: while no interpreter does, the feature costs one load, test and
+   branch per call. */
+PyAPI_DATA(int) _PyPerfTrampoline_active;
 
-/* A trampolined Python call costs C stack, which an inlined call does not.
-   Below this address (per thread; 0 until computed) calls are not
-   trampolined, so that trampolines never take more than a small share of
-   a thread's stack (see Python/perf_trampoline.c).  It is read on every
-   call: the initial-exec model spares that read a call to
-   __tls_get_addr() when libpython is a shared library (as Debian ships
-   it for embedding), which cost 16 of the 79 extra instructions per call
-   on recursive fib() with -X perf. */
-extern __thread uintptr_t _PyPerfTrampoline_stack_limit
+/* Per thread, what its calls need, read on every call while active (one
+   thread-local block, so one address computation for both):
+
+   - The backend that the interpreter of the thread's current thread state
+     uses, which is also the co_extra index of its trampolines; -1 if none.
+     A thread follows its interpreter when its thread state changes
+     (_PyThreadState_Swap() calls _PyPerfTrampoline_AttachThread()), and an
+     interpreter can only change backends while the thread that changes
+     it holds the GIL.
+
+   - A trampolined Python call costs C stack, which an inlined call does
+     not.  Below stack_limit calls are not trampolined, so that
+     trampolines never take more than a small share of a thread's stack
+     (see Python/perf_trampoline.c); it is 0 until computed, and
+     UINTPTR_MAX while the thread's interpreter uses no backend, so that
+     one test covers both.
+
+   The initial-exec model spares each read a call to __tls_get_addr()
+   when libpython is a shared library (as Debian ships it for embedding),
+   which cost 16 of the 79 extra instructions per call on recursive fib()
+   with -X perf. */
+typedef struct {
+    uintptr_t stack_limit;
+    uintptr_t computed_limit;   /* the thread's, or 0 */
+    int backend;
+} _PyPerfTrampoline_ThreadState;
+
+extern __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
     __attribute__((tls_model("initial-exec")));
 PyAPI_FUNC(uintptr_t) _PyPerfTrampoline_ComputeStackLimit(void);
 
 static inline int
 _PyPerfTrampoline_IsActive(void)
 {
-    return _PyPerfTrampoline_thread_backend >= 0;
+    return _PyPerfTrampoline_active;
 }
 
-/* May a call made here be trampolined? */
+/* May a call made here be trampolined?  Only if the thread's interpreter
+   uses a backend, and far enough from the end of the stack. */
 static inline int
 _PyPerfTrampoline_HaveStack(void)
 {
-    uintptr_t limit = _PyPerfTrampoline_stack_limit;
+    uintptr_t limit = _PyPerfTrampoline_thread.stack_limit;
     if (limit == 0) {
         limit = _PyPerfTrampoline_ComputeStackLimit();
     }
     return (uintptr_t)__builtin_frame_address(0) > limit;
 }
 
-/* The trampoline of the active backend for co, or NULL if it has none
-   yet.  Only valid while a backend is active.  Every co_extra has our
-   slots: they are reserved before any other, and a co_extra always has a
-   slot for each index requested so far. */
+/* The trampoline of the thread's backend for co, or NULL if it has none
+   yet.  Only valid where _PyPerfTrampoline_HaveStack().  Every co_extra
+   has our slots: they are reserved before any other, and a co_extra
+   always has a slot for each index requested so far. */
 static inline _PyPerfTrampoline_Func
 _PyPerfTrampoline_Lookup(PyCodeObject *co)
 {
@@ -86,7 +100,7 @@ _PyPerfTrampoline_Lookup(PyCodeObject *co)
     }
     assert(extra->ce_size >= _PyPerfTrampoline_CODE_EXTRA_SLOTS);
     return (_PyPerfTrampoline_Func)
-        extra->ce_extras[_PyPerfTrampoline_thread_backend];
+        extra->ce_extras[_PyPerfTrampoline_thread.backend];
 }
 #else
 static inline int
@@ -159,6 +173,7 @@ extern void _PyPerfTrampoline_EndImport(void);
    on failure. */
 extern int _PyPerfTrampoline_Activate(const char *backend);
 extern void _PyPerfTrampoline_Deactivate(void);
+extern int _PyPerfTrampoline_IsActiveHere(void);
 
 /* Called in the child process after fork() and at finalization. */
 extern void _PyPerfTrampoline_AfterFork_Child(void);
