@@ -37,3 +37,7 @@ for flags in "" "-X perf" "-X perf_jit"; do
     # shellcheck disable=SC2086
     "$BUILD/python" $flags "$TOP/Tools/perf/bench/fork.py" 20000 20
 done
+
+# What compiling trampolines before fork saves prefork workers.
+note "prefork: 20,000 functions the parent never runs, 10 workers run them"
+"$BUILD/python" -X perf "$TOP/Tools/perf/bench/prefork.py" 20000 10
