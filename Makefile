@@ -10,6 +10,8 @@
 #   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
 #   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
 #   make test-asan   our tests and the thread/fork tests under ASan and UBSan
+#   make test-cross ARCH=aarch64
+#                    cross-build for ARCH and run the tests under qemu
 #   make bench       pristine vs patched (inactive) vs -X perf vs -X perf_jit,
 #                    side by side (METRIC=instructions: counted by callgrind)
 #
@@ -17,10 +19,11 @@
 # source instead of Debian's source package.
 
 TOOLS = Tools/perf
-export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS \
+export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC
 
-.PHONY: all build deps demo test patch refresh test-full abi-check test-asan bench \
+.PHONY: all build deps demo test patch refresh test-full abi-check test-asan \
+	test-cross bench \
 	clean distclean
 
 all: build
@@ -55,6 +58,9 @@ abi-check: build
 test-asan: deps
 	@$(TOOLS)/test-asan.sh
 
+test-cross: build
+	@$(TOOLS)/test-cross.sh
+
 bench: build
 	@$(TOOLS)/bench.sh
 
@@ -62,7 +68,7 @@ bench: build
 clean:
 	rm -rf build/obj build/cpython build/python build/python-gdb.py \
 		build/*.stamp build/assembled-files.txt build/demo build/*.log \
-		build/*.patch build/abi build/asan build/test-results.xml \
+		build/*.patch build/abi build/asan build/cross-* build/test-results.xml \
 		build/pristine-obj
 
 distclean:

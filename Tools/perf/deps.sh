@@ -10,6 +10,7 @@ zlib1g-dev libffi-dev libssl-dev libbz2-dev liblzma-dev libsqlite3-dev
 libreadline-dev libncurses-dev uuid-dev libexpat1-dev libgdbm-dev
 libgdbm-compat-dev autoconf2.69 autoconf-archive quilt linux-perf gdb"
 flamegraph=no
+foreign=""
 for arg in "$@"; do
     case "$arg" in
         # "make test" also checks that the template assembles for aarch64,
@@ -20,6 +21,12 @@ for arg in "$@"; do
         --flamegraph) flamegraph=yes ;;
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
         --bench) PACKAGES="$PACKAGES valgrind" ;;
+        # "make test-cross": a cross compiler, the target's C library and
+        # the libraries of the modules the tests need, and qemu to run it.
+        --cross=aarch64)
+            foreign=arm64
+            PACKAGES="$PACKAGES qemu-user-static binfmt-support
+gcc-aarch64-linux-gnu libc6-dev:arm64 libffi-dev:arm64 zlib1g-dev:arm64" ;;
         *) die "unknown option $arg" ;;
     esac
 done
@@ -57,6 +64,9 @@ else
     exit 1
 fi
 note "installing:$missing"
+if [ -n "$foreign" ] && ! dpkg --print-foreign-architectures | grep -qx "$foreign"; then
+    $SUDO dpkg --add-architecture "$foreign"
+fi
 $SUDO apt-get update -q >/dev/null
 DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-upgrade $missing >/dev/null
 setup_flamegraph

@@ -316,15 +316,15 @@ class TestBacktrace(PerfTestCase):
         """, flags=("-X", "perf"))
         pid, addrs, names = self.last_json(out)
         entries = parse_map(self.assert_map_file(pid))
-        by_name = {symbol.split(":")[2]: addr
+        by_name = {symbol.split(":")[2]: (addr, size)
                    for addr, size, symbol in entries
                    if symbol.startswith("py::") and
                    symbol.split(":")[2] in ("inner", "middle", "outer")}
         # The return addresses inside the three trampolines, in order.
         found = []
         for addr in addrs:
-            for name, start in by_name.items():
-                if start <= addr < start + 16:
+            for name, (start, size) in by_name.items():
+                if start <= addr < start + size:
                     found.append(name)
         self.assertEqual(found, ["inner", "middle", "outer"])
         # And past them, all the way out.

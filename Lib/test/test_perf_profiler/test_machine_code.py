@@ -1,0 +1,172 @@
+"""What the machine sees of trampolines: the frame-pointer chain through
+them, pointer authentication on aarch64, memory protections and address
+ranges.  These checks need no profiler, so they run on every architecture,
+under emulation too (make test-cross)."""
+
+import ctypes
+import json
+import platform
+import re
+import unittest
+
+from test import support
+from test.support import import_helper
+from test.test_perf_profiler.util import (PerfTestCase, code_loads,
+                                          frame_pointers_enabled,
+                                          jitdump_path, parse_jitdump,
+                                          parse_map,
+                                          requires_perf_trampoline)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+_testinternalcapi = import_helper.import_module("_testinternalcapi")
+
+BACKENDS = ("perf", "perf_jit")
+
+# Walks the frame-pointer chain three trampolined calls deep and prints
+# [pid, walk] last.
+WALK_THREE_DEEP = """
+import _testinternalcapi, json, os
+def inner():
+    return _testinternalcapi.walk_frame_pointers()
+def middle():
+    return inner()
+def outer():
+    return middle()
+print(json.dumps([os.getpid(), outer()]))
+"""
+
+AT_HWCAP = 16
+HWCAP_PACA = 1 << 30
+
+
+def pointer_authentication():
+    """Whether this process runs with pointer authentication (aarch64)."""
+    if platform.machine() != "aarch64":
+        return False
+    libc = ctypes.CDLL(None)
+    libc.getauxval.restype = ctypes.c_ulong
+    return bool(libc.getauxval(AT_HWCAP) & HWCAP_PACA)
+
+
+class MachineCodeTestCase(PerfTestCase):
+
+    def trampolines(self, pid, backend):
+        """{name: (start, size)} of the trampolines pid described."""
+        return {name.split(":")[2]: (addr, size)
+                for addr, size, name in self.entries(pid, backend)}
+
+    def entries(self, pid, backend):
+        """[(start, size, name)] of the trampolines pid described."""
+        if backend == "perf":
+            entries = parse_map(self.assert_map_file(pid))
+        else:
+            self.forget_dump(pid)
+            with open(jitdump_path(pid), "rb") as f:
+                _, records = parse_jitdump(f.read())
+            entries = [(load["code_addr"], load["code_size"], load["name"])
+                       for load in code_loads(records)]
+        return entries
+
+
+@unittest.skipUnless(hasattr(_testinternalcapi, "walk_frame_pointers"),
+                     "no frame-pointer walker for this platform")
+@unittest.skipUnless(frame_pointers_enabled(),
+                     "the interpreter is built without frame pointers")
+class TestFramePointers(MachineCodeTestCase):
+
+    def walk(self, backend):
+        pid, rc, out, err, script = self.run_script(WALK_THREE_DEEP,
+                                                    flags=("-X", backend))
+        pid, walk = self.last_json(out)
+        trampolines = {name.split(":", 3)[2]: (addr, size)
+                       for addr, size, name in self.entries(pid, backend)
+                       if name.endswith(":" + script)}
+
+        def owner(addr):
+            for name in ("inner", "middle", "outer", "<module>"):
+                start, size = trampolines[name]
+                if start <= addr < start + size:
+                    return name
+            return None
+        return walk, [owner(ret) for ret, stored in walk]
+
+    def test_walk_finds_the_trampolines_in_order(self):
+        # What perf record -g finds: each Python frame's trampoline, in
+        # order, and the chain goes on past them.
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                walk, owners = self.walk(backend)
+                found = [name for name in owners if name is not None]
+                self.assertEqual(found,
+                                 ["inner", "middle", "outer", "<module>"])
+                self.assertGreater(len(owners),
+                                   owners.index("<module>") + 1)
+
+    @unittest.skipUnless(pointer_authentication(),
+                         "no pointer authentication (aarch64 only; under "
+                         "qemu, QEMU_CPU=max)")
+    def test_trampolines_sign_their_return_address(self):
+        # Each trampoline signs its return address (paci[ab]sp) before it
+        # stores it in its frame record, and authenticates it before it
+        # returns: a template whose instructions did not run, or that
+        # authenticated with another key than it signed with (which
+        # crashes), fails here.
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                walk, owners = self.walk(backend)
+                signed = [walk[i + 1][1] != walk[i + 1][0]
+                          for i, name in enumerate(owners)
+                          if name is not None]
+                self.assertEqual(signed, [True] * 4, walk)
+
+
+class TestMemory(MachineCodeTestCase):
+
+    SCRIPT = """
+import json, os
+ns = {}
+exec("\\n".join(f"def fn{i}(): return {i}" for i in range(5000)), ns)
+for i in range(5000):
+    ns[f"fn{i}"]()
+with open("/proc/self/maps") as f:
+    maps = f.read()
+print(json.dumps([os.getpid(), maps]))
+"""
+
+    def test_never_writable_and_executable(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script(
+                    self.SCRIPT, flags=("-X", backend))
+                pid, maps = self.last_json(out)
+                mappings = []
+                for line in maps.splitlines():
+                    span, perms = line.split()[:2]
+                    start, end = (int(x, 16) for x in span.split("-"))
+                    mappings.append((start, end, perms))
+                    self.assertFalse("w" in perms and "x" in perms, line)
+                trampolines = self.trampolines(pid, backend)
+                self.assertGreater(len(trampolines), 5000)
+                for name, (addr, size) in trampolines.items():
+                    perms = [p for start, end, p in mappings
+                             if start <= addr and addr + size <= end]
+                    self.assertEqual(perms, ["r-xp"], name)
+
+    def test_ranges_never_overlap(self):
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script(
+                    self.SCRIPT, flags=("-X", backend))
+                pid, maps = self.last_json(out)
+                ranges = sorted((addr, size) for addr, size, _
+                                in self.entries(pid, backend))
+                for (a, a_size), (b, b_size) in zip(ranges, ranges[1:]):
+                    self.assertLessEqual(a + a_size, b,
+                                         f"{a:#x}+{a_size} {b:#x}")
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,62 @@
+#!/bin/bash
+# "make test-cross ARCH=aarch64": cross-build the patched interpreter for
+# ARCH under build/cross-ARCH (frame pointers; on aarch64 branch protection
+# too: BTI landing pads and return address signing), run it under qemu
+# through binfmt_misc, so that it and every process it starts run
+# transparently, and run the tests that need neither perf nor a debugger
+# (neither can follow emulated code).  aarch64 runs with QEMU_CPU=max:
+# pointer authentication and BTI are emulated.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+ARCH=${ARCH:-aarch64}
+case "$ARCH" in
+    aarch64)
+        triplet=aarch64-linux-gnu
+        qemu=qemu-aarch64
+        cflags="$OPT_CFLAGS -mbranch-protection=standard"
+        export QEMU_CPU=max ;;
+    *) die "ARCH must be aarch64" ;;
+esac
+XOBJ=$BUILD/cross-$ARCH
+TESTS=${TESTS:-"test_perf_profiler test_capi test_sys test_threading
+test_multiprocessing_fork test_fork1 test_generators test_traceback"}
+
+"$TOP/Tools/perf/deps.sh" "--cross=$ARCH"
+[ -x "$OBJ/python" ] || die "build first (make): the build uses build/python"
+
+# Run ARCH's executables through qemu.
+if [ ! -e /proc/sys/fs/binfmt_misc/register ]; then
+    mount -t binfmt_misc binfmt_misc /proc/sys/fs/binfmt_misc \
+        || die "cannot mount binfmt_misc (needs root)"
+fi
+if [ ! -e "/proc/sys/fs/binfmt_misc/$qemu" ]; then
+    update-binfmts --enable "$qemu" || die "cannot register $qemu with binfmt_misc"
+fi
+
+mkdir -p "$XOBJ"
+if [ ! -f "$XOBJ/Makefile" ]; then
+    note "configuring for $triplet in $XOBJ"
+    (cd "$XOBJ" && "$SRC/configure" -q --host="$triplet" \
+        --build="$(gcc -dumpmachine)" --with-build-python="$OBJ/python" \
+        CC="$triplet-gcc" CFLAGS="$cflags" \
+        PKG_CONFIG_LIBDIR="/usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig" \
+        ac_cv_file__dev_ptmx=yes ac_cv_file__dev_ptc=no \
+        ac_cv_buggy_getaddrinfo=no) \
+        || die "configure failed (see $XOBJ/config.log)"
+fi
+note "building for $ARCH"
+make -C "$XOBJ" -j"$(nproc)" >"$XOBJ/make.log" 2>&1 \
+    || { tail -30 "$XOBJ/make.log" >&2; die "build failed (full log: $XOBJ/make.log)"; }
+# What the build went without, and why: no $ARCH libraries for them here.
+sed -n '/necessary bits to build these optional modules/,/^$/p' "$XOBJ/make.log"
+grep -q '^#define PY_HAVE_PERF_TRAMPOLINE 1' "$XOBJ/pyconfig.h" \
+    || die "configure did not enable perf trampolines for $ARCH"
+"$XOBJ/python" -c 'import platform, sys; print("==> running", platform.machine(), sys.version.split()[0], "under qemu")'
+
+note "running under qemu: python -m test $(echo $TESTS)"
+set +e
+env -u PYTHONUNBUFFERED -u PYTHONDONTWRITEBYTECODE \
+    "$XOBJ/python" -m test -j"$(nproc)" --timeout 1800 \
+    -i '*test_real_perf*' -i '*TestGdb*' -i '*TestLldb*' \
+    ${TESTARGS:-} $TESTS
