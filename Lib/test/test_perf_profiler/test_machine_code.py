@@ -113,14 +113,18 @@ class TestFramePointers(MachineCodeTestCase):
         # stores it in its frame record, and authenticates it before it
         # returns: a template whose instructions did not run, or that
         # authenticated with another key than it signed with (which
-        # crashes), fails here.
+        # crashes), fails here.  A code can happen to be all zero bits (1
+        # in 128 with Linux's 48-bit addresses and top byte ignored), so
+        # one signed address of the four is proof enough: they all come
+        # from the same template.
         for backend in BACKENDS:
             with self.subTest(backend=backend):
                 walk, owners = self.walk(backend)
                 signed = [walk[i + 1][1] != walk[i + 1][0]
                           for i, name in enumerate(owners)
                           if name is not None]
-                self.assertEqual(signed, [True] * 4, walk)
+                self.assertEqual(len(signed), 4, walk)
+                self.assertTrue(any(signed), walk)
 
 
 class TestMemory(MachineCodeTestCase):
