@@ -113,10 +113,10 @@ class TestFramePointers(MachineCodeTestCase):
         # stores it in its frame record, and authenticates it before it
         # returns: a template whose instructions did not run, or that
         # authenticated with another key than it signed with (which
-        # crashes), fails here.  A code can happen to be all zero bits (1
-        # in 128 with Linux's 48-bit addresses and top byte ignored), so
-        # one signed address of the four is proof enough: they all come
-        # from the same template.
+        # crashes), fails here.  A code can happen to be all zero bits
+        # (one in 128 for a 7-bit code, as seen under qemu-user: one of 16
+        # addresses came out unsigned), so one signed address of the four
+        # is proof enough: they all come from the same template.
         for backend in BACKENDS:
             with self.subTest(backend=backend):
                 walk, owners = self.walk(backend)
