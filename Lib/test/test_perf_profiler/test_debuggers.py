@@ -340,8 +340,8 @@ class DebuggerTestCase(PerfTestCase):
                               stdin=subprocess.DEVNULL, env=debugger_env(),
                               timeout=timeout or support.SHORT_TIMEOUT)
         out = proc.stdout.decode("utf-8", "replace")
-        m = re.search(r"^PID (\d+)$", out, re.MULTILINE)
-        if m:
+        # The program's output can share a line with the debugger's.
+        for m in re.finditer(r"\bPID (\d+)\b", out):
             self.forget_map(int(m.group(1)))
             self.forget_dump(int(m.group(1)))
         return out
@@ -431,8 +431,6 @@ class TestGdb(DebuggerTestCase):
              "-ex", "set detach-on-fork on",
              "-ex", "run", "-ex", "bt",
              "--args", sys.executable, "-X", "perf", script])
-        for m in re.finditer(r"^PID (\d+)$", out, re.MULTILINE):
-            self.forget_map(int(m.group(1)))
         self.assert_complete_bt(out, script,
                                 names=("py::in_child ({script})",
                                        "py::outer ({script})"))
