@@ -376,15 +376,6 @@ _PyPerfFile_Close(int kind, int *closed)
     return res;
 }
 
-int
-_PyPerfFile_IsOpen(int kind)
-{
-    LOCK();
-    int res = is_open(&files.file[kind]);
-    UNLOCK();
-    return res;
-}
-
 const char *
 _PyPerfFile_Path(int kind)
 {

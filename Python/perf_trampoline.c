@@ -130,8 +130,6 @@ static struct {
     /* The backend that -X perf and the environment variables ask for,
        which every interpreter starts with; -1 if none. */
     int config_backend;
-    /* PyUnstable_PerfTrampoline_SetPersistAfterFork() (see there). */
-    int persist_after_fork;
     /* Set by tests to make arena allocation fail. */
     int fail_arenas_for_testing;
     /* Statistics, for tests and benchmarks. */
@@ -810,10 +808,9 @@ int
 PyUnstable_PerfTrampoline_SetPersistAfterFork(int enable)
 {
     /* Children always keep their parent's trampolines, named, and make
-       their own (see _PyPerfTrampoline_AfterFork_Child()): the setting is
-       kept for what upstream CPython returns, and changes nothing. */
-    state.persist_after_fork = enable;
-    return state.persist_after_fork;
+       their own (see _PyPerfTrampoline_AfterFork_Child()): the setting
+       changes nothing, and is returned as upstream CPython does. */
+    return enable;
 }
 
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */

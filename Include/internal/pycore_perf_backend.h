@@ -155,7 +155,6 @@ extern int _PyPerfFile_Use(int kind);
 /* One use less; the last writes what is held and sets *closed.  Return
    -1 with errno set if that could not be written. */
 extern int _PyPerfFile_Close(int kind, int *closed);
-extern int _PyPerfFile_IsOpen(int kind);
 extern const char *_PyPerfFile_Path(int kind);
 extern const char *_PyPerfFile_PendingPath(int kind);
 

@@ -63,18 +63,19 @@ print(json.dumps({"pid": os.getpid(), "before": before, "after": after,
 
 class TestSubinterpreters(PerfTestCase):
 
+    def map_names(self, pid):
+        """The qualified names in pid's map (none if it has no map)."""
+        text = self.read_map(pid)
+        if text is None:
+            return set()
+        self.assert_map_format(text)
+        return {symbol.split(":")[2] for _, _, symbol in parse_map(text)}
+
     def run_scenario(self, sub_code, *flags):
         source = SCENARIO.replace("SUB_CODE", sub_code)
         pid, rc, out, err, script = self.run_script(source, flags=flags)
         self.assertEqual(err, "")
-        res = self.last_json(out)
-        text = self.read_map(pid)
-        names = set()
-        if text is not None:
-            self.assert_map_format(text)
-            names = {symbol.split(":")[2]
-                     for _, _, symbol in parse_map(text)}
-        return res, names
+        return self.last_json(out), self.map_names(pid)
 
     def test_created_after_startup_gets_trampolines(self):
         res, names = self.run_scenario("", "-X", "perf")
@@ -89,9 +90,7 @@ class TestSubinterpreters(PerfTestCase):
             source, env=self.make_env(PYTHONPERFSUPPORT="1"))
         res = self.last_json(out)
         self.assertTrue(res["sub"]["sub_at_start"])
-        names = {symbol.split(":")[2]
-                 for _, _, symbol in parse_map(self.read_map(pid))}
-        self.assertIn("sub_first", names)
+        self.assertIn("sub_first", self.map_names(pid))
 
     def test_deactivate_in_subinterpreter(self):
         res, names = self.run_scenario("""
@@ -159,8 +158,7 @@ class TestSubinterpreters(PerfTestCase):
         res = self.last_json(out)
         self.assertFalse(res["before"])
         self.assertTrue(res["sub"]["sub_at_start"])
-        names = {symbol.split(":")[2]
-                 for _, _, symbol in parse_map(self.read_map(pid))}
+        names = self.map_names(pid)
         self.assertIn("sub_first", names)
         self.assertNotIn("main_after", names)
 
