@@ -10,10 +10,14 @@
 #   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
 #   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
 #   make test-asan   our tests and the thread/fork tests under ASan and UBSan
-#   make test-cross ARCH=aarch64
+#   make test-cross ARCH=aarch64 (or riscv64)
 #                    cross-build for ARCH and run the tests under qemu
 #   make bench       pristine vs patched (inactive) vs -X perf vs -X perf_jit,
 #                    side by side (METRIC=instructions: counted by callgrind)
+#   make deb-source  Debian 12's python3.11 source package with the patch
+#   make deb         ... and its binary packages, in build/deb
+#   make deb-check   install them into a clean debootstrapped Debian 12
+#                    and check them there
 #
 # PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
 # source instead of Debian's source package.
@@ -23,7 +27,7 @@ export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC
 
 .PHONY: all build deps demo test patch refresh test-full abi-check test-asan \
-	test-cross bench \
+	test-cross bench deb-source deb deb-check \
 	clean distclean
 
 all: build
@@ -63,6 +67,18 @@ test-cross: build
 
 bench: build
 	@$(TOOLS)/bench.sh
+
+deb-source: patch
+	@$(TOOLS)/deps.sh --deb
+	@$(TOOLS)/deb.sh --source
+
+deb: patch
+	@$(TOOLS)/deps.sh --deb
+	@$(TOOLS)/deb.sh
+
+deb-check:
+	@$(TOOLS)/deps.sh --deb-check
+	@$(TOOLS)/deb-check.sh
 
 # Keep the downloads and the pristine tree; rebuild everything else.
 clean:

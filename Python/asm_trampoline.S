@@ -116,6 +116,33 @@ _Py_trampoline_func_end:
     .p2align 3
 #  endif
 
+#elif defined(__riscv) && __riscv_xlen == 64
+
+/* The psABI's frame record: s0 (the frame pointer) holds the stack
+   pointer at entry, the return address is at s0-8 and the caller's s0 at
+   s0-16; perf's kernel unwinder reads them there.  The stack pointer stays
+   16-byte aligned. */
+    .globl  _Py_trampoline_func_reserved
+    .hidden _Py_trampoline_func_reserved
+    .type   _Py_trampoline_func_start, @function
+    .p2align 4
+_Py_trampoline_func_start:
+    addi    sp, sp, -16
+_Py_trampoline_func_reserved:
+    sd      ra, 8(sp)
+    sd      s0, 0(sp)
+_Py_trampoline_func_pushed:
+    addi    s0, sp, 16
+_Py_trampoline_func_framed:
+    jalr    a3
+    ld      ra, 8(sp)
+    ld      s0, 0(sp)
+    addi    sp, sp, 16
+_Py_trampoline_func_popped:
+    ret
+_Py_trampoline_func_end:
+    .size   _Py_trampoline_func_start, . - _Py_trampoline_func_start
+
 #else
 #  error "no perf trampoline template for this architecture"
 #endif

@@ -46,8 +46,23 @@
 
 #if defined(__x86_64__)
 #  define IMAGE_MACHINE EM_X86_64
-#else
+#  define IMAGE_FLAGS 0
+#elif defined(__aarch64__)
 #  define IMAGE_MACHINE EM_AARCH64
+#  define IMAGE_FLAGS 0
+#else
+#  define IMAGE_MACHINE EM_RISCV
+/* The ABI of the code around: debuggers compare it with the program's. */
+#  if defined(__riscv_compressed)
+#    define IMAGE_RVC EF_RISCV_RVC
+#  else
+#    define IMAGE_RVC 0
+#  endif
+#  if defined(__riscv_float_abi_double)
+#    define IMAGE_FLAGS (IMAGE_RVC | EF_RISCV_FLOAT_ABI_DOUBLE)
+#  else
+#    define IMAGE_FLAGS IMAGE_RVC
+#  endif
 #endif
 
 /* Trampoline slots per image. */
@@ -278,6 +293,7 @@ new_image(const char *code, size_t size, size_t stride,
     ehdr->e_type = ET_REL;
     ehdr->e_machine = IMAGE_MACHINE;
     ehdr->e_version = EV_CURRENT;
+    ehdr->e_flags = IMAGE_FLAGS;
     ehdr->e_shoff = sections_at;
     ehdr->e_ehsize = sizeof(Elf64_Ehdr);
     ehdr->e_shentsize = sizeof(Elf64_Shdr);

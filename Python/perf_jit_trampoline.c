@@ -39,8 +39,10 @@
 
 #if defined(__x86_64__)
 #  define JITDUMP_ELF_MACH 62           /* EM_X86_64 */
-#else
+#elif defined(__aarch64__)
 #  define JITDUMP_ELF_MACH 183          /* EM_AARCH64 */
+#else
+#  define JITDUMP_ELF_MACH 243          /* EM_RISCV */
 #endif
 
 static struct {

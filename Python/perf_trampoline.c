@@ -256,7 +256,7 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
 #if defined(__x86_64__)
     const int trap = 0xcc;      /* int3 */
 #else
-    const int trap = 0;         /* udf #0 on aarch64 */
+    const int trap = 0;         /* udf #0 on aarch64, unimp on riscv64 */
 #endif
     size_t slots_end = size - size % step;
     memset(mem, trap, step);
@@ -941,7 +941,7 @@ _PyPerfTrampoline_Activate(const char *name)
 #else
     PyErr_Format(PyExc_ValueError,
                  "the '%s' stack trampoline is not supported by this build "
-                 "of Python (it needs Linux on x86-64 or aarch64)",
+                 "of Python (it needs Linux on x86-64, aarch64 or riscv64)",
                  backend_names[index]);
     return -1;
 #endif

@@ -23,11 +23,16 @@
 #  define DWARF_FP 6
 #  define DWARF_RA 16
 #  define DWARF_CODE_ALIGN 1
-#else
+#elif defined(__aarch64__)
 #  define DWARF_SP 31
 #  define DWARF_FP 29
 #  define DWARF_RA 30
 #  define DWARF_CODE_ALIGN 4
+#else
+#  define DWARF_SP 2
+#  define DWARF_FP 8
+#  define DWARF_RA 1
+#  define DWARF_CODE_ALIGN 1            /* compressed instructions */
 #endif
 #define DWARF_DATA_ALIGN (-8)
 
@@ -69,7 +74,8 @@ size_t
 _PyPerfUnwind_WriteCIE(_PyPerfBuf *b, int absolute)
 {
     /* The state at the first instruction; the return address is just
-       above the stack pointer on x86-64, in x30 on aarch64. */
+       above the stack pointer on x86-64, in x30 on aarch64, in ra on
+       riscv64. */
     size_t cie = b->len;
     assert(b->cap - b->len >= _PyPerfUnwind_CIE_MAX_SIZE);
     _PyPerfBuf_PutU32(b, 0);                /* length, patched below */
@@ -118,9 +124,11 @@ _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
     }
     _PyPerfBuf_PutULEB128(b, 0);            /* augmentation data length */
     size_t pushed = _Py_trampoline_func_pushed - _Py_trampoline_func_start;
-    size_t framed = _Py_trampoline_func_framed - _Py_trampoline_func_start;
     size_t popped = _Py_trampoline_func_popped - _Py_trampoline_func_start;
     size_t loc = 0;
+#if defined(__x86_64__) || defined(__aarch64__)
+    size_t framed = _Py_trampoline_func_framed - _Py_trampoline_func_start;
+#endif
 #if defined(__x86_64__)
     advance_to(b, &loc, pushed);            /* push %rbp */
     _PyPerfBuf_PutU8(b, DW_CFA_def_cfa_offset);
@@ -135,7 +143,7 @@ _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
     _PyPerfBuf_PutULEB128(b, DWARF_SP);
     _PyPerfBuf_PutULEB128(b, 8);
     _PyPerfBuf_PutU8(b, DW_CFA_restore | DWARF_FP);
-#else
+#elif defined(__aarch64__)
 #  if defined(__ARM_FEATURE_PAC_DEFAULT)
     advance_to(b, &loc, pushed - 4);        /* paci[ab]sp signed x30 */
     _PyPerfBuf_PutU8(b, DW_CFA_AARCH64_negate_ra_state);
@@ -160,6 +168,24 @@ _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
     advance_to(b, &loc, popped + 4);        /* auti[ab]sp */
     _PyPerfBuf_PutU8(b, DW_CFA_AARCH64_negate_ra_state);
 #  endif
+#else
+    /* The CFA stays sp+16 through the body: the epilogue reloads s0
+       before it releases the frame. */
+    size_t reserved = (_Py_trampoline_func_reserved
+                       - _Py_trampoline_func_start);
+    advance_to(b, &loc, reserved);          /* addi sp, sp, -16 */
+    _PyPerfBuf_PutU8(b, DW_CFA_def_cfa_offset);
+    _PyPerfBuf_PutULEB128(b, 16);
+    advance_to(b, &loc, pushed);            /* sd ra, 8(sp); sd s0, 0(sp) */
+    _PyPerfBuf_PutU8(b, DW_CFA_offset | DWARF_RA);
+    _PyPerfBuf_PutULEB128(b, 1);            /* at CFA-8 */
+    _PyPerfBuf_PutU8(b, DW_CFA_offset | DWARF_FP);
+    _PyPerfBuf_PutULEB128(b, 2);            /* at CFA-16 */
+    advance_to(b, &loc, popped);            /* ld ra; ld s0; addi sp */
+    _PyPerfBuf_PutU8(b, DW_CFA_def_cfa_offset);
+    _PyPerfBuf_PutULEB128(b, 0);
+    _PyPerfBuf_PutU8(b, DW_CFA_restore | DWARF_FP);
+    _PyPerfBuf_PutU8(b, DW_CFA_restore | DWARF_RA);
 #endif
     pad_to_8(b, fde);
     _PyPerfBuf_PatchU32(b, fde, (uint32_t)(b->len - fde - 4));

@@ -42,6 +42,10 @@ extern const char _Py_trampoline_func_pushed[];
 extern const char _Py_trampoline_func_framed[];
 extern const char _Py_trampoline_func_popped[];
 extern const char _Py_trampoline_func_end[];
+#if defined(__riscv)
+/* Where the frame is reserved, before the frame record is stored. */
+extern const char _Py_trampoline_func_reserved[];
+#endif
 
 
 /* Backends ****************************************************************/

@@ -35,4 +35,5 @@ check x86_64-cet gcc "-fcf-protection=full" 'endbr64' 'IBT, SHSTK'
 check aarch64 aarch64-linux-gnu-gcc "" 'bti' ''
 check aarch64-bti-pac aarch64-linux-gnu-gcc "-mbranch-protection=standard" 'paciasp' 'BTI, PAC'
 check aarch64-pac-bkey aarch64-linux-gnu-gcc "-mbranch-protection=pac-ret+b-key" 'pacibsp' 'PAC'
+check riscv64 riscv64-linux-gnu-gcc "" 'jalr' ''
 exit $fail

@@ -5,8 +5,10 @@ PY_VERSION=3.11.2
 # Python-3.11.2.tgz release.
 BASE_SHA256=2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
 BASE_TARBALL_NAME=python3.11_${PY_VERSION}.orig.tar.gz
-# The Debian revision whose patch stack "make patch" checks against.
+# The Debian revision whose patch stack "make patch" checks against and
+# that "make deb" builds on; its .dsc pins the packaging's tarballs.
 DEBIAN_VERSION=3.11.2-6+deb12u8
+DEBIAN_DSC_SHA256=197fa19ab45f41c820f40f6d9ead671c2ea29ddc53ba9424b36f1bf58458a10e
 
 TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 BUILD=${BUILD:-$TOP/build}

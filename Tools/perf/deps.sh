@@ -13,20 +13,28 @@ flamegraph=no
 foreign=""
 for arg in "$@"; do
     case "$arg" in
-        # "make test" also checks that the template assembles for aarch64,
-        # and opens pyprofile's flame graphs in a browser.
-        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu chromium lldb"
+        # "make test" also checks that the template assembles for aarch64
+        # and riscv64, and opens pyprofile's flame graphs in a browser.
+        --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
+gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb"
                 flamegraph=yes ;;
         # Tools/perf/pyprofile renders with d3-flame-graph from npm.
         --flamegraph) flamegraph=yes ;;
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
         --bench) PACKAGES="$PACKAGES valgrind" ;;
+        # "make deb": Debian's packaging tools; "make deb-check": a clean
+        # Debian 12 root to install the packages into.
+        --deb) PACKAGES="$PACKAGES dpkg-dev quilt" ;;
+        --deb-check) PACKAGES="$PACKAGES debootstrap" ;;
         # "make test-cross": a cross compiler, the target's C library and
         # the libraries of the modules the tests need, and qemu to run it.
         --cross=aarch64)
             foreign=arm64
             PACKAGES="$PACKAGES qemu-user-static binfmt-support
 gcc-aarch64-linux-gnu libc6-dev:arm64 libffi-dev:arm64 zlib1g-dev:arm64" ;;
+        --cross=riscv64)
+            PACKAGES="$PACKAGES qemu-user-static binfmt-support
+gcc-riscv64-linux-gnu" ;;
         *) die "unknown option $arg" ;;
     esac
 done

@@ -1,24 +1,47 @@
 #!/bin/bash
-# "make test-cross ARCH=aarch64": cross-build the patched interpreter for
-# ARCH under build/cross-ARCH (frame pointers; on aarch64 branch protection
-# too: BTI landing pads and return address signing), run it under qemu
+# "make test-cross ARCH=aarch64" (or riscv64): cross-build the patched
+# interpreter for ARCH under build/cross-ARCH (frame pointers; on aarch64
+# branch protection too: BTI landing pads and return address signing), run
+# it under qemu
 # through binfmt_misc, so that it and every process it starts run
 # transparently, and run the tests that need neither perf nor a debugger
 # (neither can follow emulated code).  aarch64 runs with QEMU_CPU=max:
 # pointer authentication and BTI are emulated.
+#
+# Debian 12 has arm64 libraries but none for riscv64: there the C library
+# is the cross toolchain's (qemu finds it through QEMU_LD_PREFIX), libffi
+# is cross-built from Debian's source package so that ctypes exists, and
+# the modules that need other libraries are left out (listed below).
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
 ARCH=${ARCH:-aarch64}
+XOBJ=$BUILD/cross-$ARCH
+LIBFFI=$BUILD/cross-$ARCH-libffi      # out of $XOBJ: make clean removes *.a
 case "$ARCH" in
     aarch64)
         triplet=aarch64-linux-gnu
         qemu=qemu-aarch64
         cflags="$OPT_CFLAGS -mbranch-protection=standard"
-        export QEMU_CPU=max ;;
-    *) die "ARCH must be aarch64" ;;
+        pkgconfig=/usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig
+        ldflags=""
+        # Pointer authentication and BTI emulated; qemu's own signing
+        # algorithm instead of the architecture's QARMA, which makes the
+        # tests take six times as long.
+        export QEMU_CPU=max,pauth-impdef=on ;;
+    riscv64)
+        triplet=riscv64-linux-gnu
+        qemu=qemu-riscv64
+        # GCC 12 has no -mno-omit-leaf-frame-pointer for riscv64; its
+        # -fno-omit-frame-pointer keeps the frame pointer in leaves too.
+        # Unlike on x86-64 and aarch64, it makes no unwind tables by
+        # default, and backtrace() and debuggers need them.
+        cflags="-fno-omit-frame-pointer -fasynchronous-unwind-tables"
+        pkgconfig=$LIBFFI/lib/pkgconfig
+        ldflags="-L$LIBFFI/lib"         # where setup.py looks for libffi
+        export QEMU_LD_PREFIX=/usr/$triplet ;;
+    *) die "ARCH must be aarch64 or riscv64" ;;
 esac
-XOBJ=$BUILD/cross-$ARCH
 # The modules of test_perf_profiler one by one, so that they run in
 # parallel: emulated, the package takes 13 minutes in one process.
 TESTS=${TESTS:-"$(cd "$SRC/Lib/test" && ls test_perf_profiler/test_*.py \
@@ -39,12 +62,22 @@ if [ ! -e "/proc/sys/fs/binfmt_misc/$qemu" ]; then
 fi
 
 mkdir -p "$XOBJ"
+if [ "$ARCH" = riscv64 ] && [ ! -f "$LIBFFI/lib/libffi.a" ]; then
+    note "cross-building libffi for $ARCH from Debian's source package"
+    rm -rf "$LIBFFI" && mkdir -p "$LIBFFI/src"
+    (cd "$LIBFFI/src" && apt-get source -q --download-only libffi \
+        && tar --strip-components=1 -xf libffi_*.orig.tar.* \
+        && ./configure -q --host="$triplet" --prefix="$LIBFFI" \
+            --disable-shared --with-pic --disable-docs \
+        && make -j"$(nproc)" install) >"$LIBFFI/build.log" 2>&1 \
+        || { tail -30 "$LIBFFI/build.log" >&2; die "libffi failed (full log: $LIBFFI/build.log)"; }
+fi
 if [ ! -f "$XOBJ/Makefile" ]; then
     note "configuring for $triplet in $XOBJ"
     (cd "$XOBJ" && "$SRC/configure" -q --host="$triplet" \
         --build="$(gcc -dumpmachine)" --with-build-python="$OBJ/python" \
-        CC="$triplet-gcc" CFLAGS="$cflags" \
-        PKG_CONFIG_LIBDIR="/usr/lib/$triplet/pkgconfig:/usr/share/pkgconfig" \
+        CC="$triplet-gcc" CFLAGS="$cflags" LDFLAGS="$ldflags" \
+        PKG_CONFIG_LIBDIR="$pkgconfig" \
         ac_cv_file__dev_ptmx=yes ac_cv_file__dev_ptc=no \
         ac_cv_buggy_getaddrinfo=no) \
         || die "configure failed (see $XOBJ/config.log)"

@@ -20,6 +20,7 @@ import time
 import unittest
 
 from test import support
+from test.support import import_helper
 from test.test_perf_profiler.util import (PerfTestCase, code_loads,
                                           jitdump_path, parse_jitdump,
                                           parse_map, perf_map_path,
@@ -293,17 +294,16 @@ class TestBacktrace(PerfTestCase):
     """glibc's backtrace() (libgcc's unwinder) through trampolines."""
 
     def test_backtrace_reaches_main(self):
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
+        if not hasattr(_testinternalcapi, "native_backtrace"):
+            self.skipTest("needs _testinternalcapi.native_backtrace()")
         pid, rc, out, err, script = self.run_script("""
-            import ctypes, json, os
-            libc = ctypes.CDLL(None)
-            libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
+            import json, os
+            from _testinternalcapi import native_backtrace
 
             def inner():
-                buf = (ctypes.c_void_p * 512)()
-                n = libc.backtrace(buf, len(buf))
-                names = libc.backtrace_symbols(buf, n)
-                return [buf[i] for i in range(n)], [
-                    names[i].decode("utf-8", "replace") for i in range(n)]
+                frames = native_backtrace()
+                return [a for a, _ in frames], [n for _, n in frames]
 
             def middle():
                 return inner()

@@ -59,7 +59,7 @@ class TestJitdump(PerfTestCase):
         self.assertEqual(header["version"], 1)
         self.assertEqual(header["total_size"], 40)
         self.assertEqual(header["elf_mach"],
-                         {"x86_64": 62, "aarch64": 183}[machine])
+                         {"x86_64": 62, "aarch64": 183, "riscv64": 243}[machine])
         self.assertEqual(header["pid"], pid)
         self.assertGreater(len(records), 0)
         # An unwinding record right before every load record.
@@ -133,6 +133,18 @@ class TestJitdump(PerfTestCase):
                     8: ((6, 16), {16: -8, 6: -16}),  # after mov %rsp,%rbp
                     11: ((7, 8), {16: -8}),          # after pop %rbp
                 })
+            elif platform.machine() == "riscv64":
+                # sp=2, s0=8, ra=1; the offsets depend on whether the
+                # assembler chose compressed instructions.
+                self.assertEqual(cie["ra"], 1)
+                self.assertEqual(list(rows.values()), [
+                    ((2, 0), {}),                   # addi sp, sp, -16
+                    ((2, 16), {}),                  # sd ra; sd s0
+                    ((2, 16), {1: -8, 8: -16}),     # the body
+                    ((2, 0), {}),                   # after addi sp, sp, 16
+                ])
+                self.assertEqual(sorted(rows), list(rows))
+                self.assertLess(max(rows), load["code_size"])
             else:
                 self.assertEqual(cie["ra"], 30)
                 self.assertEqual(rows[0], ((31, 0), {}))

@@ -3,10 +3,10 @@ them, pointer authentication on aarch64, memory protections and address
 ranges.  These checks need no profiler, so they run on every architecture,
 under emulation too (make test-cross)."""
 
-import ctypes
 import json
 import platform
 import re
+import struct
 import unittest
 
 from test import support
@@ -46,9 +46,12 @@ def pointer_authentication():
     """Whether this process runs with pointer authentication (aarch64)."""
     if platform.machine() != "aarch64":
         return False
-    libc = ctypes.CDLL(None)
-    libc.getauxval.restype = ctypes.c_ulong
-    return bool(libc.getauxval(AT_HWCAP) & HWCAP_PACA)
+    with open("/proc/self/auxv", "rb") as f:
+        auxv = f.read()
+    for key, value in struct.iter_unpack("<QQ", auxv):
+        if key == AT_HWCAP:
+            return bool(value & HWCAP_PACA)
+    return False
 
 
 class MachineCodeTestCase(PerfTestCase):

@@ -21,7 +21,7 @@ class TestSupportAndArguments(unittest.TestCase):
     def test_config_var_on_supported_platform(self):
         if not PLATFORM_SUPPORTED:
             self.skipTest("perf trampolines exist only on Linux "
-                          "x86-64 and aarch64")
+                          "x86-64, aarch64 and riscv64")
         self.assertEqual(
             sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE"), 1)
 

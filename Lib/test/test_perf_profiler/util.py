@@ -31,7 +31,7 @@ HAVE_PERF_TRAMPOLINE = (
 
 # Platforms that have a trampoline template (Python/asm_trampoline.S).
 PLATFORM_SUPPORTED = (sys.platform == "linux"
-                      and platform.machine() in ("x86_64", "aarch64"))
+                      and platform.machine() in ("x86_64", "aarch64", "riscv64"))
 
 NO_TRAMPOLINE_REASON = ("perf trampolines are not supported by this build "
                         "(sysconfig PY_HAVE_PERF_TRAMPOLINE is not 1)")

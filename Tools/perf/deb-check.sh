@@ -1,0 +1,85 @@
+#!/bin/bash
+# "make deb-check": install the packages of "make deb" with apt into a
+# clean Debian 12 root made by debootstrap from the archives this machine's
+# apt uses, and check inside it what a Debian user gets:
+#  - python3 -X perf, PYTHONPERFSUPPORT=1 and
+#    sys.activate_stack_trampoline("perf") write correct perf maps;
+#  - perf record -g (this machine's perf) names foo <- bar <- baz, with the
+#    whole chain in at least 95% of foo's samples (frame pointers);
+#  - compiled extensions from Debian's archive, built against the stock
+#    3.11 headers, import and run unchanged with -X perf, and some of
+#    numpy's own tests pass;
+#  - python3.11-dbg and its gdb helpers (py-bt) still work.
+set -euo pipefail
+. "$(dirname "$0")/config.sh"
+
+DEB=$BUILD/deb
+ROOT=$BUILD/deb-root
+LOG=$BUILD/deb-check.log
+ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
+[ "$(id -u)" = 0 ] || die "make deb-check needs root (debootstrap, chroot)"
+
+# The archives apt uses here, for the root's own apt.
+entries=$(apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2>/dev/null \
+    | awk '$1 == "deb" && $4 == "main" && $3 ~ /^bookworm(-updates|-security)?$/ { print $2, $3 }' \
+    | sort -u)
+mirror=$(awk '$2 == "bookworm" { print $1; exit }' <<<"$entries")
+[ -n "$mirror" ] || die "apt has no deb entry for Debian 12 (bookworm) main"
+
+umount_root() {
+    for m in proc dev/pts; do
+        if mountpoint -q "$ROOT/$m"; then umount -l "$ROOT/$m"; fi
+    done
+}
+trap umount_root EXIT
+
+if [ ! -f "$ROOT/.debootstrapped" ]; then
+    umount_root
+    rm -rf "$ROOT"
+    note "making a clean Debian 12 root in $ROOT (debootstrap, a few minutes)"
+    debootstrap --variant=minbase bookworm "$ROOT" "$mirror" >"$LOG" 2>&1 \
+        || { tail -20 "$LOG" >&2; die "debootstrap failed (log: $LOG)"; }
+    awk '{ print "deb", $1, $2, "main" }' <<<"$entries" >"$ROOT/etc/apt/sources.list"
+    touch "$ROOT/.debootstrapped"
+fi
+mount -t proc proc "$ROOT/proc"
+mount -t devpts devpts "$ROOT/dev/pts"
+in_root() {
+    chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"
+}
+
+note "installing the packages with apt, and archive packages with compiled extensions"
+rm -rf "$ROOT/tmp/debs"
+mkdir -p "$ROOT/tmp/debs"
+# Everything built but the -dbgsym packages, which nothing needs here.
+for f in "$DEB"/*.deb; do
+    case "$f" in *-dbgsym_*) ;; *) cp "$f" "$ROOT/tmp/debs/" ;; esac
+done
+in_root apt-get update -q >>"$LOG" 2>&1
+in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+    /tmp/debs/*.deb python3 python3-yaml python3-numpy python3-lxml \
+    python3-pytest python3-dbg gdb >>"$LOG" 2>&1 \
+    || { tail -30 "$LOG" >&2; die "apt-get install failed in the root (log: $LOG)"; }
+in_root dpkg-query -W -f '${Package} ${Version}\n' 'python3.11*' 'libpython3.11*' \
+    | sed 's/^/    /'
+
+cp "$TOP/Tools/perf/deb_checks.py" "$ROOT/tmp/deb_checks.py"
+note "checking inside the root"
+in_root python3 /tmp/deb_checks.py inside
+
+# perf from this machine records the root's python3; perf reads the map
+# from this machine's /tmp, where it is copied once python3 has exited.
+note "perf record -g of foo <- bar <- baz"
+rm -f "$ROOT"/tmp/perf-*.map
+perf_data=$BUILD/deb-check-perf.data
+perf record -q -e cpu-clock -F 999 -g -o "$perf_data" -- \
+    chroot "$ROOT" env -i PATH=/usr/bin:/bin python3 -X perf /tmp/deb_checks.py workload \
+    >>"$LOG" 2>&1 || die "perf record failed (log: $LOG)"
+copied=""
+for map in "$ROOT"/tmp/perf-*.map; do
+    cp "$map" /tmp/ && copied="$copied /tmp/$(basename "$map")"
+done
+[ -n "$copied" ] || die "python3 -X perf wrote no perf map"
+perf script -i "$perf_data" -F comm,ip,sym 2>>"$LOG" | python3 "$TOP/Tools/perf/deb_checks.py" chains
+rm -f $copied "$perf_data" "$perf_data.old"
+note "the packages work in a clean Debian 12 root"
