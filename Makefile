@@ -85,7 +85,9 @@ clean:
 	rm -rf build/obj build/cpython build/python build/python-gdb.py \
 		build/*.stamp build/assembled-files.txt build/demo build/*.log \
 		build/*.patch build/abi build/asan build/cross-* build/test-results.xml \
-		build/pristine-obj
+		build/pristine-obj build/deb
 
+# build/deb-root is a Debian root; make sure nothing is mounted in it.
 distclean:
+	-umount -l build/deb-root/proc build/deb-root/dev/pts 2>/dev/null
 	rm -rf build

@@ -9,7 +9,8 @@
 #  - compiled extensions from Debian's archive, built against the stock
 #    3.11 headers, import and run unchanged with -X perf, and some of
 #    numpy's own tests pass;
-#  - python3.11-dbg and its gdb helpers (py-bt) still work.
+#  - python3.11-dbg and its gdb helpers (py-bt) still work;
+#  - Tools/perf/deb-revert.sh brings Debian's own packages back.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
@@ -82,4 +83,15 @@ done
 [ -n "$copied" ] || die "python3 -X perf wrote no perf map"
 perf script -i "$perf_data" -F comm,ip,sym 2>>"$LOG" | python3 "$TOP/Tools/perf/deb_checks.py" chains
 rm -f $copied "$perf_data" "$perf_data.old"
+
+note "going back to Debian's packages (Tools/perf/deb-revert.sh)"
+cp "$TOP/Tools/perf/deb-revert.sh" "$ROOT/tmp/"
+in_root sh /tmp/deb-revert.sh >>"$LOG" 2>&1 \
+    || { tail -20 "$LOG" >&2; die "deb-revert.sh failed (log: $LOG)"; }
+if in_root dpkg-query -W -f '${Version}\n' | grep -q '+perf'; then
+    die "packages of make deb are still installed after deb-revert.sh"
+fi
+in_root python3 -c 'import sys; assert not hasattr(sys, "activate_stack_trampoline")' \
+    || die "python3 still has perf trampolines after deb-revert.sh"
+echo "ok   deb-revert.sh: Debian's python3.11 is back"
 note "the packages work in a clean Debian 12 root"

@@ -170,11 +170,15 @@ def check_gdb():
 
 
 def foo():
+    # Most of the time in C functions called from foo, as in real
+    # programs: that is where a build without frame pointers loses the
+    # chain (the evaluator keeps its frame pointer either way).
+    data = [(i * 7919 % 1000, str(i)) for i in range(2000)]
+    text = ",".join(s for _, s in data)
     end = time.perf_counter() + 2.0
     n = 0
     while time.perf_counter() < end:
-        for i in range(1000):
-            n += i * i
+        n += len(sorted(data)) + len(text.split(",")) + len(repr(data))
     return n
 
 
@@ -188,13 +192,15 @@ def baz():
 
 def chains():
     """Count, in perf script output, foo's samples with the whole chain."""
-    samples, frames = [], []
+    samples, frames = [], None
     for line in [*sys.stdin, ""]:
         parts = line.split()
         if not parts:
-            if frames:
+            if frames is not None:
                 samples.append(frames)
-            frames = []
+            frames = None
+        elif frames is None:
+            frames = []             # the comm line that starts a sample
         elif len(parts) >= 2 and parts[1].startswith("py::"):
             # py::QUALNAME:FILENAME, innermost first
             frames.append(parts[1].split(":")[2])
@@ -202,8 +208,11 @@ def chains():
     whole = [s for s in with_foo
              if [f for f in s if f in ("foo", "bar", "baz")]
              == ["foo", "bar", "baz"]]
-    if len(with_foo) < 100:
-        fail(f"only {len(with_foo)} samples in foo, of {len(samples)}")
+    # foo runs for nearly all of the recording: a chain that stops short
+    # of foo's frame (no frame pointers) leaves its sample out of with_foo.
+    if len(with_foo) < max(100, len(samples) // 2):
+        fail(f"only {len(with_foo)} of {len(samples)} samples reach foo's "
+             f"frame")
     share = len(whole) / len(with_foo)
     if share < MIN_WHOLE_CHAINS:
         fail(f"only {share:.1%} of foo's {len(with_foo)} samples carry "

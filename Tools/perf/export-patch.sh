@@ -37,22 +37,28 @@ EOF
     # python-build uses -p1 only when it sees "diff --git a/") apply it.
     (cd "$BUILD" && diff -ruN -x __pycache__ -x '*.pyc' -x '*.pickle' pristine cpython || [ $? = 1 ]) \
         | awk '
+            # diff quotes a name with a space (Misc/NEWS.d/next/Core and
+            # Builtins/...); git does not, and ends such a name in ---
+            # and +++ lines with a tab, which patch and dpkg-source read.
             /^diff -ruN / {
-                f = $NF; sub(/^cpython\//, "", f)
+                f = $0
+                if (f ~ /"$/) { sub(/.* "cpython\//, "", f); sub(/"$/, "", f) }
+                else { sub(/.* cpython\//, "", f) }
+                end = (f ~ / /) ? "\t" : ""
                 print "diff --git a/" f " b/" f
                 next
             }
-            /^--- pristine\// {
+            /^--- "?pristine\// {
                 # diff -N compares a new file with an empty one of 1970.
                 if ($0 ~ /\t1970-01-01 /) {
                     print "new file mode 100644"
                     print "--- /dev/null"
                 } else {
-                    print "--- a/" f
+                    print "--- a/" f end
                 }
                 next
             }
-            /^\+\+\+ cpython\// { print "+++ b/" f; next }
+            /^\+\+\+ "?cpython\// { print "+++ b/" f end; next }
             { print }'
 } >"$out.tmp"
 mv "$out.tmp" "$out"
@@ -77,6 +83,10 @@ scratch=$BUILD/patch-check
 rm -rf "$scratch"
 mkdir -p "$scratch"
 
+# git's reading of the headers too (names with spaces).
+(cd "$PRISTINE" && GIT_CEILING_DIRECTORIES=$BUILD git apply --check "$out") \
+    || die "git apply --check does not accept the combined patch"
+note "git apply --check accepts it"
 cp -a "$PRISTINE" "$scratch/pristine"
 chmod -R u+w "$scratch/pristine"
 check_apply "pristine $PY_VERSION" "$scratch/pristine" no
