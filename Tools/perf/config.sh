@@ -45,6 +45,14 @@ list_our_files() {
     done) | LC_ALL=C sort
 }
 
+# "URI SUITE" of each of apt's "deb" entries for Debian 12 main (a mirror
+# or proxy included), so that nothing names an archive host itself.
+debian_archives() {
+    apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2>/dev/null \
+        | awk '$1 == "deb" && $4 == "main" && $3 ~ /^bookworm(-updates|-security)?$/ { print $2, $3 }' \
+        | sort -u
+}
+
 sha256_ok() {
     [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$BASE_SHA256" ]
 }

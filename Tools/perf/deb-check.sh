@@ -21,9 +21,7 @@ ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
 [ "$(id -u)" = 0 ] || die "make deb-check needs root (debootstrap, chroot)"
 
 # The archives apt uses here, for the root's own apt.
-entries=$(apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2>/dev/null \
-    | awk '$1 == "deb" && $4 == "main" && $3 ~ /^bookworm(-updates|-security)?$/ { print $2, $3 }' \
-    | sort -u)
+entries=$(debian_archives)
 mirror=$(awk '$2 == "bookworm" { print $1; exit }' <<<"$entries")
 [ -n "$mirror" ] || die "apt has no deb entry for Debian 12 (bookworm) main"
 

@@ -24,9 +24,7 @@ ensure_deb_src() {
     # The same archives as the machine's own "deb" entries for Debian 12
     # (a mirror or proxy included), as deb-src.
     local entries
-    entries=$(apt-get indextargets --format '$(TARGET_OF) $(REPO_URI) $(RELEASE) $(COMPONENT)' 2>/dev/null \
-        | awk '$1 == "deb" && $4 == "main" && $3 ~ /^bookworm(-updates|-security)?$/ { print $2, $3 }' \
-        | sort -u)
+    entries=$(debian_archives)
     [ -n "$entries" ] || die "apt has no deb entry for Debian 12 (bookworm) main to derive a deb-src entry from; add a deb-src entry or set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
     note "adding deb-src entries for the Debian archives apt uses"
     awk '{ suites[$1] = suites[$1] (suites[$1] == "" ? "" : " ") $2 }

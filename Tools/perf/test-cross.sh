@@ -2,10 +2,9 @@
 # "make test-cross ARCH=aarch64" (or riscv64): cross-build the patched
 # interpreter for ARCH under build/cross-ARCH (frame pointers; on aarch64
 # branch protection too: BTI landing pads and return address signing), run
-# it under qemu
-# through binfmt_misc, so that it and every process it starts run
-# transparently, and run the tests that need neither perf nor a debugger
-# (neither can follow emulated code).  aarch64 runs with QEMU_CPU=max:
+# it under qemu through binfmt_misc, so that it and every process it starts
+# run transparently, and run the tests that need neither perf nor a
+# debugger (neither can follow emulated code).  aarch64 runs with QEMU_CPU=max:
 # pointer authentication and BTI are emulated.
 #
 # Debian 12 has arm64 libraries but none for riscv64: there the C library
@@ -43,7 +42,7 @@ case "$ARCH" in
     *) die "ARCH must be aarch64 or riscv64" ;;
 esac
 # The modules of test_perf_profiler one by one, so that they run in
-# parallel: emulated, the package takes 13 minutes in one process.
+# parallel: emulated, the package is slow in one process.
 TESTS=${TESTS:-"$(cd "$SRC/Lib/test" && ls test_perf_profiler/test_*.py \
     | sed 's|/|.|; s|\.py$||' | tr '\n' ' ')
 test_capi test_sys test_threading test_multiprocessing_fork test_fork1
