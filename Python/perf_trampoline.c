@@ -55,6 +55,7 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 #  include <pthread.h>            // pthread_getattr_np()
 #  include <sys/mman.h>           // mmap()
+#  include <sys/resource.h>       // getrlimit()
 #  include <unistd.h>             // sysconf()
 #endif
 
@@ -91,7 +92,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
 /* Read on every frame entry: kept apart from the state below. */
 int _PyPerfTrampoline_active = 0;
 __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
-    __attribute__((tls_model("initial-exec"))) = {0, 0, -1};
+    __attribute__((tls_model("initial-exec"))) = {UINTPTR_MAX, 0, -1};
 
 /* Arenas: each backend hands out trampolines from its own arenas, each
    at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within
@@ -299,11 +300,31 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
    8 MiB main thread stack holds several hundred trampolined calls. */
 #define STACK_SHARE 32
 
-uintptr_t
-_PyPerfTrampoline_ComputeStackLimit(void)
+#ifdef __GLIBC__
+/* Where the main thread's stack starts (glibc and its dynamic loader export
+   it; no header declares it). */
+extern void *__libc_stack_end;
+#endif
+
+static uintptr_t
+compute_stack_limit(void)
 {
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t limit = 0;
+#ifdef __GLIBC__
+    /* For the main thread, pthread_getattr_np() reads /proc/self/maps
+       (about 100,000 instructions, a third of what -X perf adds to
+       start-up); what it would report is the stack's start and its
+       RLIMIT_STACK. */
+    struct rlimit rl;
+    uintptr_t start = (uintptr_t)__libc_stack_end;
+    if (getpid() == gettid()
+        && getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+        && here < start && start - here <= rl.rlim_cur)
+    {
+        return start - rl.rlim_cur / STACK_SHARE;
+    }
+#endif
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
@@ -321,11 +342,6 @@ _PyPerfTrampoline_ComputeStackLimit(void)
         const uintptr_t assumed = 256 * 1024;
         limit = here - assumed / STACK_SHARE;
     }
-    _PyPerfTrampoline_thread.computed_limit = limit;
-    if (_PyPerfTrampoline_thread.backend < 0) {
-        limit = UINTPTR_MAX;
-    }
-    _PyPerfTrampoline_thread.stack_limit = limit;
     return limit;
 }
 
@@ -531,7 +547,16 @@ _PyPerfTrampoline_AttachThread(PyThreadState *tstate)
 {
     _PyPerfTrampoline_ThreadState *t = &_PyPerfTrampoline_thread;
     t->backend = state.n_interps == 0 ? -1 : backend_of(tstate->interp);
-    t->stack_limit = t->backend < 0 ? UINTPTR_MAX : t->computed_limit;
+    if (t->backend < 0) {
+        t->stack_limit = UINTPTR_MAX;
+        return;
+    }
+    if (t->computed_limit == 0) {
+        /* Once per thread: pthread_getattr_np() is not cheap (the main
+           thread's reads /proc/self/maps). */
+        t->computed_limit = compute_stack_limit();
+    }
+    t->stack_limit = t->computed_limit;
 }
 
 /* The calling thread's interpreter may have changed its backend. */

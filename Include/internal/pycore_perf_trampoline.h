@@ -51,9 +51,10 @@ PyAPI_DATA(int) _PyPerfTrampoline_active;
    - A trampolined Python call costs C stack, which an inlined call does
      not.  Below stack_limit calls are not trampolined, so that
      trampolines never take more than a small share of a thread's stack
-     (see Python/perf_trampoline.c); it is 0 until computed, and
-     UINTPTR_MAX while the thread's interpreter uses no backend, so that
-     one test covers both.
+     (see Python/perf_trampoline.c).  It is UINTPTR_MAX while the
+     thread's interpreter uses no backend, so that one test covers both,
+     and is computed when the thread attaches to an interpreter that
+     uses one, so that the test is all a call pays.
 
    The initial-exec model spares each read a call to __tls_get_addr()
    when libpython is a shared library (as Debian ships it for embedding),
@@ -61,13 +62,12 @@ PyAPI_DATA(int) _PyPerfTrampoline_active;
    with -X perf. */
 typedef struct {
     uintptr_t stack_limit;
-    uintptr_t computed_limit;   /* the thread's, or 0 */
+    uintptr_t computed_limit;   /* the thread's, or 0 until computed */
     int backend;
 } _PyPerfTrampoline_ThreadState;
 
 extern __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
     __attribute__((tls_model("initial-exec")));
-PyAPI_FUNC(uintptr_t) _PyPerfTrampoline_ComputeStackLimit(void);
 
 static inline int
 _PyPerfTrampoline_IsActive(void)
@@ -80,11 +80,8 @@ _PyPerfTrampoline_IsActive(void)
 static inline int
 _PyPerfTrampoline_HaveStack(void)
 {
-    uintptr_t limit = _PyPerfTrampoline_thread.stack_limit;
-    if (limit == 0) {
-        limit = _PyPerfTrampoline_ComputeStackLimit();
-    }
-    return (uintptr_t)__builtin_frame_address(0) > limit;
+    return ((uintptr_t)__builtin_frame_address(0)
+            > _PyPerfTrampoline_thread.stack_limit);
 }
 
 /* The trampoline of the thread's backend for co, or NULL if it has none

@@ -198,6 +198,69 @@ class TestGeneratorsAndCoroutines(PerfTestCase):
         self.assert_symbol_count(text, f"py::awaiter:{script}", 1)
         self.assert_symbol_count(text, f"py::Future.__await__:{script}", 1)
 
+    def test_creation_has_no_frame_of_its_own(self):
+        # A call of a generator, coroutine or asynchronous generator
+        # function only creates the object; its body runs later, resumed
+        # through its trampoline.  The creation runs in the caller's C
+        # frame, so functions whose objects are created but never run get
+        # no trampoline.
+        pid, rc, out, err, script = self.run_script("""
+            import json, os
+
+            def make(n):
+                def gen_run():
+                    yield n
+                def gen_idle():
+                    yield n
+                async def coro_run():
+                    return n
+                async def coro_idle():
+                    return n
+                async def agen_run():
+                    yield n
+                async def agen_idle():
+                    yield n
+                return [gen_run(), gen_idle(), coro_run(), coro_idle(),
+                        agen_run(), agen_idle()]
+
+            def caller():
+                return make(7)
+
+            objs = caller()
+            values = [next(objs[0])]
+            try:
+                objs[2].send(None)
+            except StopIteration as exc:
+                values.append(exc.value)
+            try:
+                objs[4].asend(None).send(None)
+            except StopIteration as exc:
+                values.append(exc.value)
+            values.append([o.__class__.__name__ for o in objs])
+            values.append([getattr(o, "gi_frame", None) is None
+                           or o.gi_frame.f_back is None for o in objs])
+            print(json.dumps(values))
+            print(os.getpid(), flush=True)
+            # Closing the idle ones (as finalization would) runs them.
+            os._exit(0)
+        """, flags=("-X", "perf"))
+        lines = out.splitlines()
+        self.assertEqual(err, "")
+        self.assertEqual(json.loads(lines[0]), [
+            7, 7, 7,
+            ["generator", "generator", "coroutine", "coroutine",
+             "async_generator", "async_generator"],
+            [True] * 6])
+        text = self.assert_map_file(pid)
+        for qualname in ("make", "caller", "make.<locals>.gen_run",
+                         "make.<locals>.coro_run", "make.<locals>.agen_run"):
+            with self.subTest(qualname=qualname):
+                self.assert_symbol_count(text, f"py::{qualname}:{script}", 1)
+        for qualname in ("make.<locals>.gen_idle", "make.<locals>.coro_idle",
+                         "make.<locals>.agen_idle"):
+            with self.subTest(qualname=qualname):
+                self.assert_not_described(text, qualname)
+
 
 if __name__ == "__main__":
     unittest.main()
