@@ -58,8 +58,8 @@ class TestJitdump(PerfTestCase):
         self.assertEqual(header["magic"], JITDUMP_MAGIC)
         self.assertEqual(header["version"], 1)
         self.assertEqual(header["total_size"], 40)
-        self.assertEqual(header["elf_mach"],
-                         {"x86_64": 62, "aarch64": 183, "riscv64": 243}[machine])
+        elf_mach = {"x86_64": 62, "aarch64": 183, "riscv64": 243}
+        self.assertEqual(header["elf_mach"], elf_mach[machine])
         self.assertEqual(header["pid"], pid)
         self.assertGreater(len(records), 0)
         # An unwinding record right before every load record.
@@ -227,6 +227,18 @@ class TestJitdump(PerfTestCase):
         self.assertIn(f"py::child:{script}", cnames)
         self.assertNotIn(f"py::child:{script}", pnames)
         self.assertEqual({f["pid"] for f in cloads}, {child})
+        self.assertEqual({f["tid"] for f in cloads}, {child})
+        # The parent's records, as copied: the same but for the PID and
+        # TID of their loads.
+        def without_ids(fields):
+            return {k: v for k, v in fields.items() if k not in ("pid", "tid")}
+        parent_loads = {f["code_addr"]: without_ids(f)
+                        for f in code_loads(parent_records)}
+        inherited = [without_ids(f) for f in cloads
+                     if f["code_addr"] in parent_loads]
+        self.assertIn(f"py::parent:{script}", [f["name"] for f in inherited])
+        for fields in inherited:
+            self.assertEqual(fields, parent_loads[fields["code_addr"]])
 
     def test_open_failure(self):
         # A symbolic link at the path of the dump: activation fails and
