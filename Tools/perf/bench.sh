@@ -41,3 +41,7 @@ done
 # What compiling trampolines before fork saves prefork workers.
 note "prefork: 20,000 functions the parent never runs, 10 workers run them"
 "$BUILD/python" -X perf "$TOP/Tools/perf/bench/prefork.py" 20000 10
+
+# What gdb attached from the start costs (time, as for fork).
+note "debugger: 20,000 new functions defined and called, alone and under gdb"
+"$BUILD/python" "$TOP/Tools/perf/bench/debugger.py" 20000 "${ROUNDS:-5}"
