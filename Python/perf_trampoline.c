@@ -312,14 +312,18 @@ compute_stack_limit(void)
     uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     uintptr_t limit = 0;
 #ifdef __GLIBC__
-    /* For the main thread, pthread_getattr_np() reads /proc/self/maps
-       (about 100,000 instructions, a third of what -X perf adds to
-       start-up); what it would report is the stack's start and its
-       RLIMIT_STACK. */
+    /* For the main thread, pthread_getattr_np() parses /proc/self/maps
+       (about 110,000 instructions, a fifth of what -X perf added to
+       start-up) to report the stack's start and RLIMIT_STACK, capped by
+       the mapping below the stack.  Linux leaves at least 128 MiB free
+       below the main thread's stack, so a limit up to that needs no cap;
+       beyond it, ask glibc.  The range check leaves out a child forked
+       by another thread, which runs on that thread's stack. */
     struct rlimit rl;
     uintptr_t start = (uintptr_t)__libc_stack_end;
-    if (getpid() == gettid()
-        && getrlimit(RLIMIT_STACK, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY
+    if ((unsigned long)getpid() == PyThread_get_thread_native_id()
+        && getrlimit(RLIMIT_STACK, &rl) == 0
+        && rl.rlim_cur <= (rlim_t)128 * 1024 * 1024
         && here < start && start - here <= rl.rlim_cur)
     {
         return start - rl.rlim_cur / STACK_SHARE;
@@ -552,8 +556,7 @@ _PyPerfTrampoline_AttachThread(PyThreadState *tstate)
         return;
     }
     if (t->computed_limit == 0) {
-        /* Once per thread: pthread_getattr_np() is not cheap (the main
-           thread's reads /proc/self/maps). */
+        /* Once per thread: finding the stack takes system calls. */
         t->computed_limit = compute_stack_limit();
     }
     t->stack_limit = t->computed_limit;

@@ -44,4 +44,4 @@ note "prefork: 20,000 functions the parent never runs, 10 workers run them"
 
 # What gdb attached from the start costs (time, as for fork).
 note "debugger: 20,000 new functions defined and called, alone and under gdb"
-"$BUILD/python" "$TOP/Tools/perf/bench/debugger.py" 20000 "${ROUNDS:-5}"
+"$BUILD/python" "$TOP/Tools/perf/bench/debugger.py" 20000 5

@@ -3,6 +3,9 @@ of its own."""
 
 import json
 import os
+import re
+import shutil
+import sys
 import tempfile
 import textwrap
 import unittest
@@ -284,6 +287,79 @@ class TestFork(PerfTestCase):
         child_names = self.symbols(self.read_map(child))
         self.assertIn("py::child_49:<string>", child_names)
         self.assertIn(f"py::before_fork:{script}", child_names)
+
+    @unittest.skipUnless(shutil.which("strace"), "needs strace")
+    def test_fork_map_copied_by_the_kernel(self):
+        # The child's map starts with a copy of the parent's, which the
+        # kernel makes (copy_file_range()): the child reads nothing of the
+        # parent's map itself, however large that is.
+        script = self.write_script("""
+            import json, os
+
+            def before_fork():
+                return 0
+            before_fork()
+            child = os.fork()
+            if child == 0:
+                def in_child():
+                    return 1
+                in_child()
+                os._exit(0)
+            _, status = os.waitpid(child, 0)
+            print(json.dumps([os.getpid(), child,
+                              os.waitstatus_to_exitcode(status)]))
+        """)
+        log = os.path.join(tempfile.mkdtemp(), "strace.log")
+        self.addCleanup(os_helper.rmtree, os.path.dirname(log))
+
+        def run():
+            _, _, out, err = self.run_python(
+                "-f", "-qq", "-o", log,
+                "-e", "trace=openat,close,read,pread64,readv,preadv,"
+                      "mmap,copy_file_range,sendfile",
+                sys.executable, "-X", "perf", script,
+                executable=shutil.which("strace"))
+            parent, child, exitcode = self.last_json(out)
+            self.forget_map(parent)
+            self.forget_map(child)
+            self.check_fresh(child)
+            return parent, child, exitcode
+
+        parent, child, exitcode = self.retrying(run)
+        self.assertEqual(exitcode, 0)
+        self.assert_symbol_count(self.read_map(child),
+                                 f"py::before_fork:{script}", 1)
+        opened = re.escape(f'"/tmp/perf-{parent}.map"')
+        fds, opens, copied, reads = set(), 0, 0, []
+        with open(log) as f:
+            for line in f:
+                pid, call = line.split(None, 1)
+                call = call.strip()
+                if int(pid) != child:
+                    continue
+                m = re.match(rf"openat\(\w+, {opened}, .*\) = (\d+)$",
+                             call)
+                if m:
+                    fds.add(int(m.group(1)))
+                    opens += 1
+                    continue
+                m = re.match(r"close\((\d+)\)", call)
+                if m:
+                    fds.discard(int(m.group(1)))
+                    continue
+                m = re.match(r"mmap\([^,]*, [^,]*, [^,]*, [^,]*, (\d+),", call)
+                if m and int(m.group(1)) in fds:
+                    reads.append(call)
+                    continue
+                m = re.match(r"(\w+)\((\d+),.* = (-?\d+)", call)
+                if m and int(m.group(2)) in fds:
+                    if m.group(1) == "copy_file_range":
+                        copied += max(0, int(m.group(3)))
+                    else:
+                        reads.append(call)
+        self.assertGreater(opens, 0, "the child never opened the parent's map")
+        self.assertGreater(copied, 0)
+        self.assertEqual(reads, [])
 
     def test_fork_after_parent_map_removed(self):
         # The parent's map is gone when the child starts its own: the child

@@ -4,10 +4,10 @@ Run as: python debugger.py FUNCTIONS ROUNDS
 
 A child interpreter defines FUNCTIONS new functions (one exec() of their
 source) and calls each once, as fast as it can: every call makes a
-trampoline that debuggers are told about, the worst case for them.  It runs inactive and with -X perf, alone
-and under gdb ("gdb -batch -ex run"), interleaved, ROUNDS times.  Prints
-the minimum of the child's own time (from before the first definition to
-after the last call) per configuration.
+trampoline that debuggers are told about, the worst case for them.  It
+runs inactive and with -X perf, alone and under gdb ("gdb -batch -ex
+run"), interleaved, ROUNDS times.  Prints the minimum of the child's own
+time (from before the exec() to after the last call) per configuration.
 """
 
 import os
@@ -16,6 +16,8 @@ import shutil
 import subprocess
 import sys
 import time
+
+from descfiles import remove_files
 
 
 def child(functions):
@@ -38,9 +40,7 @@ def run(cmd):
         raise SystemExit(f"{cmd} failed ({out.returncode}):\n"
                          + (out.stdout + out.stderr)[-2000:])
     pid, seconds = int(match.group(1)), float(match.group(2))
-    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
-        if os.path.exists(path):
-            os.unlink(path)
+    remove_files(pid)
     return seconds
 
 

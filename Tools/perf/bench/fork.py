@@ -8,13 +8,15 @@ children one after the other.  Each child runs one function of its own and
 one it inherited, and leaves with os._exit(), as a prefork worker would.
 Prints the median and minimum wall time per fork (from fork() to the end
 of waitpid() in the parent) and the mean size of the children's
-description files, which are then removed.
+description files, which are then removed, as is the parent's own.
 """
 
 import os
 import statistics
 import sys
 import time
+
+from descfiles import remove_files, remove_own_files
 
 
 def main():
@@ -34,15 +36,13 @@ def main():
             os._exit(0)
         os.waitpid(pid, 0)
         times.append(time.perf_counter() - start)
-        for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
-            if os.path.exists(path):
-                sizes.append(os.path.getsize(path))
-                os.unlink(path)
+        sizes.append(remove_files(pid))
     backend = ("perf_jit" if "perf_jit" in sys._xoptions
                else "perf" if "perf" in sys._xoptions else "inactive")
     print(f"fork {backend:<9} {statistics.median(times) * 1e3:7.2f} ms "
           f"per fork (min {min(times) * 1e3:.2f}), "
           f"{sum(sizes) / children / 1e6:6.2f} MB written per child")
+    remove_own_files()
 
 
 if __name__ == "__main__":

@@ -9,7 +9,7 @@ as is, then with the parent calling PyUnstable_PerfTrampoline_CompileCode()
 on every function's code before forking (through _testcapi, the only way
 to call it from Python).  Prints the median time per worker (fork to the
 end of waitpid()) and the bytes each worker's map grew by beyond the copy
-of the parent's.
+of the parent's.  Every map is removed afterwards.
 """
 
 import os
@@ -18,6 +18,8 @@ import sys
 import time
 
 import _testcapi
+
+from descfiles import remove_files, remove_own_files
 
 
 def run_workers(functions, children):
@@ -35,8 +37,9 @@ def run_workers(functions, children):
         times.append(time.perf_counter() - start)
         path = f"/tmp/perf-{pid}.map"
         own.append(os.path.getsize(path) - copied)
-        os.unlink(path)
+        remove_files(pid)
     return statistics.median(times), sum(own) / children
+
 
 
 def main():
@@ -58,6 +61,7 @@ def main():
         seconds, own = results[tag]
         print(f"prefork {label:<25} {seconds * 1e3:7.2f} ms per worker, "
               f"{own / 1e3:8.1f} kB of own map lines")
+    remove_own_files()
 
 
 if __name__ == "__main__":

@@ -29,6 +29,8 @@ import subprocess
 import sys
 import time
 
+from descfiles import remove_files
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 WORKLOADS = os.path.join(HERE, "workloads.py")
 STARTUP_RUNS = 10
@@ -44,19 +46,11 @@ def child_env():
     return env
 
 
-def remove_map(pid):
-    for path in (f"/tmp/perf-{pid}.map", f"/tmp/jit-{pid}.dump"):
-        try:
-            os.unlink(path)
-        except FileNotFoundError:
-            pass
-
-
 def run_workload(cmd, name):
     proc = subprocess.Popen(cmd + [WORKLOADS, name], stdout=subprocess.PIPE,
                             env=child_env())
     out, _ = proc.communicate()
-    remove_map(proc.pid)
+    remove_files(proc.pid)
     if proc.returncode != 0:
         raise SystemExit(f"{cmd} {name} failed ({proc.returncode})")
     return json.loads(out)
@@ -69,7 +63,7 @@ def count_instructions(cmd):
         + cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
         env=child_env())
     out, err = proc.communicate()
-    remove_map(proc.pid)
+    remove_files(proc.pid)
     match = re.search(rb"Collected : (\d+)", err)
     if proc.returncode != 0 or match is None:
         raise SystemExit(f"valgrind {cmd} failed ({proc.returncode}):\n"
@@ -92,7 +86,7 @@ def run_startup(cmd):
     for _ in range(STARTUP_RUNS):
         proc = subprocess.Popen(cmd + ["-c", "pass"], env=child_env())
         proc.wait()
-        remove_map(proc.pid)
+        remove_files(proc.pid)
     return {"seconds": (time.perf_counter() - start) / STARTUP_RUNS}
 
 
