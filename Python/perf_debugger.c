@@ -1,35 +1,38 @@
-/* Describing trampolines to debuggers and in-process unwinders.
+/* Describing trampolines to debuggers.
 
    A trampoline lives in an anonymous mapping: without help, gdb takes it
-   for a frameless function and stops the backtrace there, lldb and
-   eu-stack show it as a bare address, and libgcc's unwinder (glibc's
-   backtrace(), C++ exceptions, crash reporters) finds no unwind
-   information for it and stops.  So, whatever the backend, every
-   trampoline is described in two ways:
+   for a frameless function and stops the backtrace there, and lldb and
+   eu-stack show it as a bare address.  So, whatever the backend, every
+   trampoline is described to debuggers through the GDB JIT interface (GDB
+   manual, "JIT Compilation Interface"; lldb reads it too): an in-memory
+   ELF image with a symbol per trampoline and an .eh_frame with an FDE per
+   trampoline, linked into __jit_debug_descriptor.  gdb reads the list when
+   it attaches or opens a core file, and is told of changes while attached
+   by a breakpoint on __jit_debug_register_code().
 
-   - to debuggers through the GDB JIT interface (GDB manual, "JIT
-     Compilation Interface"; lldb reads it too): an in-memory ELF image
-     with a symbol per trampoline and an .eh_frame with an FDE per
-     trampoline, linked into __jit_debug_descriptor.  gdb reads the list
-     when it attaches or opens a core file, and is told of changes while
-     attached by a breakpoint on __jit_debug_register_code();
-
-   - to libgcc's unwinder with __register_frame(), given the same
-     .eh_frame.
+   The unwind information is not registered with libgcc's unwinder
+   (__register_frame()), which glibc's backtrace() and C++ exceptions use:
+   once anything is registered, libgcc 12 looks every frame up under one
+   global non-recursive lock and sorts new objects with malloc() inside a
+   lookup, so an unwinder in a signal handler (in-process samplers, crash
+   handlers) could deadlock or corrupt the heap, and each registered
+   object makes every unwind in the process slower.  Without it, such an
+   unwinder stops at the innermost trampoline, as it does at any code
+   without unwind information; walking frame pointers still goes through.
 
    Images are made per batch of IMAGE_SLOTS consecutive trampoline slots
-   of an arena, with the FDEs of all of them from the start, so unwinding
-   works for a trampoline from the moment it is handed out; its symbol is
-   added to the image in place.  An attached debugger only learns of new
-   symbols when it is told (it copies an image when it is registered), and
-   telling it costs two stops of the process, each of which costs more as
-   images accumulate (about 0.5 ms with gdb 13 here).  So there are few
-   images (one per batch, never one per trampoline); the symbols made
-   while the interpreter starts up or imports are told once, when that is
-   done, as their descriptions are written to the perf map (see
-   Python/perf_description_file.c); and the time spent telling a debugger
-   is budgeted (see may_tell()).  Without a debugger, telling costs a few
-   nanoseconds.
+   of an arena, with the FDEs of all of them from the start, so a debugger
+   unwinds through a trampoline from the moment its image is told; its
+   symbol is added to the image in place.  An attached debugger only
+   learns of new symbols when it is told (it copies an image when it is
+   registered), and telling it costs two stops of the process (about
+   0.5 ms each with gdb 13 here).  So there are few images (one per batch,
+   never one per trampoline); the symbols made while the interpreter
+   starts up or imports are told once, when that is done, as their
+   descriptions are written to the perf map (see
+   Python/perf_description_file.c); and the notifications are budgeted
+   against the program's own CPU time (see may_tell()).  Without a
+   debugger, telling costs a few nanoseconds.
 
    Images and their code are never freed, like the arenas: a thread may
    still return into any trampoline, and a forked child keeps the list it
@@ -69,10 +72,12 @@
 #define IMAGE_SLOTS 256
 /* Bytes reserved per symbol name; longer names are cut short. */
 #define NAME_MAX_BYTES 512
-/* Time an attached debugger may take beyond the time the program runs
-   without being stopped (see may_tell()): enough for the first few
-   hundred functions made outside imports (0.5 ms each under gdb 13). */
-#define DEBUGGER_BURST_NS (100 * 1000 * 1000)
+/* The budget for notifications (see may_tell()): each is charged
+   NOTIFY_COST_NS of the program's CPU time, about what one costs an
+   attached gdb 13 here, and the program may be up to DEBUGGER_BURST_NS
+   ahead: the first hundred notifications are never deferred. */
+#define NOTIFY_COST_NS (1000 * 1000)
+#define DEBUGGER_BURST_NS (100 * NOTIFY_COST_NS)
 
 
 /* The GDB JIT interface.  The names and the layout are the interface. */
@@ -111,11 +116,6 @@ __jit_debug_register_code(void)
     __asm__ __volatile__("" ::: "memory");
 }
 
-/* libgcc's registry of unwind information (libgcc_s, which glibc's
-   backtrace() loads too). */
-extern void __register_frame(const void *);
-
-
 /* Images */
 
 enum {
@@ -148,16 +148,19 @@ struct _PyPerfDebugImage {
 };
 
 static struct {
-    /* How much longer an attached debugger may take (see may_tell()). */
+    /* CPU time the program may still charge notifications to (see
+       may_tell()), as of last_ns of its CPU time. */
     int64_t credit_ns;
     int64_t last_ns;
-} debugger;
+} debugger = {DEBUGGER_BURST_NS, 0};
 
+/* The CPU time of the process: it does not advance while a debugger has
+   the process stopped, however slowly the debugger answers. */
 static int64_t
-monotonic_ns(void)
+cpu_time_ns(void)
 {
     struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
+    if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) < 0) {
         return 0;
     }
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -203,33 +206,36 @@ tell_debugger(struct _PyPerfDebugImage *image)
     image->stale = 0;
 }
 
-/* The time spent telling an attached debugger is budgeted: each
-   notification stops the process twice while a debugger listens, so it
-   may take as much time as the program ran between notifications, plus
-   DEBUGGER_BURST_NS, and a debugger attached from the start never makes
-   a program that starts many functions take much more than twice as
-   long.  Past the budget, names reach the debugger with the next
-   notification there is budget for, or when their image is full; a
-   debugger that attaches later, or reads a core file, sees them all.
-   Without a debugger, notifications take nanoseconds and the budget
-   never runs out. */
+/* Whether new names may be told now.  Each notification stops the
+   process twice while a debugger listens, so it is charged NOTIFY_COST_NS
+   against the CPU time the program runs between notifications, with up
+   to DEBUGGER_BURST_NS saved: a debugger attached from the start does not
+   make a program that starts many functions take much more than twice as
+   long.  The rule depends only on what the program does, never on how
+   fast the debugger answers: the names of functions first run outside
+   start-up and imports (whose names are told together when they end)
+   are told at once while the program starts new functions at up to one
+   per millisecond of its CPU time, after bursts of up to a hundred.
+   Past that, names reach the debugger with the next notification there
+   is budget for, or when their image is full; a debugger that attaches
+   later, or reads a core file, sees them all.  Without a debugger,
+   notifications take nanoseconds. */
 static int
-may_tell(int64_t now)
+may_tell(void)
 {
+    int64_t now = cpu_time_ns();
     debugger.credit_ns += now - debugger.last_ns;
     if (debugger.credit_ns > DEBUGGER_BURST_NS) {
         debugger.credit_ns = DEBUGGER_BURST_NS;
     }
     debugger.last_ns = now;
-    return debugger.credit_ns > 0;
+    return debugger.credit_ns >= NOTIFY_COST_NS;
 }
 
 static void
-spent_telling(int64_t since)
+charge_notification(void)
 {
-    int64_t now = monotonic_ns();
-    debugger.credit_ns -= now - since;
-    debugger.last_ns = now;
+    debugger.credit_ns -= NOTIFY_COST_NS;
 }
 
 static Elf64_Shdr *
@@ -343,7 +349,6 @@ new_image(const char *code, size_t size, size_t stride,
     image->entry.symfile_addr = (const char *)image->elf;
     image->entry.symfile_size = strtab_at + 1;
 
-    __register_frame(image->elf + eh_frame_at);
     return image;
 }
 
@@ -410,6 +415,7 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
         if (image != NULL && image->stale) {
             /* It never changes again. */
             tell_debugger(image);
+            charge_notification();
         }
         image = new_image(code, size, stride, arena_end);
         *current = image;
@@ -421,14 +427,11 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
     }
     add_symbol(image, code, size, name, len, qualname_end);
     /* A new image is told whatever the budget (once per IMAGE_SLOTS
-       trampolines): a debugger unwinds through the slots it covers even
-       before it knows their names. */
-    if (is_new || !batch) {
-        int64_t now = monotonic_ns();
-        if (may_tell(now) || is_new) {
-            tell_debugger(image);
-            spent_telling(now);
-        }
+       trampolines), and charged to it: a debugger unwinds through the
+       slots it covers only once it is told. */
+    if ((!batch && may_tell()) || is_new) {
+        tell_debugger(image);
+        charge_notification();
     }
 }
 
@@ -438,10 +441,9 @@ _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image)
     if (image == NULL || !image->stale) {
         return;
     }
-    int64_t now = monotonic_ns();
-    if (may_tell(now)) {
+    if (may_tell()) {
         tell_debugger(image);
-        spent_telling(now);
+        charge_notification();
     }
 }
 

@@ -92,7 +92,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
 /* Read on every frame entry: kept apart from the state below. */
 int _PyPerfTrampoline_active = 0;
 __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
-    __attribute__((tls_model("initial-exec"))) = {UINTPTR_MAX, 0, -1};
+    __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0, 0, -1};
 
 /* Arenas: each backend hands out trampolines from its own arenas, each
    at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within
@@ -306,11 +306,14 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
 extern void *__libc_stack_end;
 #endif
 
-static uintptr_t
-compute_stack_limit(void)
+/* Find the part of the calling thread's own stack where calls may be
+   trampolined: *span bytes from *limit up, where the stack starts; *span
+   is 0 if the stack cannot be found. */
+static void
+compute_stack_limit(uintptr_t *limit, uintptr_t *span)
 {
-    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
-    uintptr_t limit = 0;
+    *limit = 0;
+    *span = 0;
 #ifdef __GLIBC__
     /* For the main thread, pthread_getattr_np() parses /proc/self/maps
        (about 110,000 instructions, a fifth of what -X perf added to
@@ -319,6 +322,7 @@ compute_stack_limit(void)
        below the main thread's stack, so a limit up to that needs no cap;
        beyond it, ask glibc.  The range check leaves out a child forked
        by another thread, which runs on that thread's stack. */
+    uintptr_t here = (uintptr_t)__builtin_frame_address(0);
     struct rlimit rl;
     uintptr_t start = (uintptr_t)__libc_stack_end;
     if ((unsigned long)getpid() == PyThread_get_thread_native_id()
@@ -326,27 +330,25 @@ compute_stack_limit(void)
         && rl.rlim_cur <= (rlim_t)128 * 1024 * 1024
         && here < start && start - here <= rl.rlim_cur)
     {
-        return start - rl.rlim_cur / STACK_SHARE;
+        *span = rl.rlim_cur / STACK_SHARE;
+        *limit = start - *span;
+        return;
     }
 #endif
     pthread_attr_t attr;
     if (pthread_getattr_np(pthread_self(), &attr) == 0) {
         void *addr;
         size_t size;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0
-            && here > (uintptr_t)addr && here - (uintptr_t)addr <= size)
-        {
-            /* The stack grows down from addr + size. */
-            limit = (uintptr_t)addr + size - size / STACK_SHARE;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            /* The stack grows down from addr + size.  The thread may be
+               running on another stack now: these are the bounds of its
+               own all the same. */
+            *span = size / STACK_SHARE;
+            *limit = (uintptr_t)addr + size - *span;
         }
         pthread_attr_destroy(&attr);
     }
-    if (limit == 0) {
-        /* Unknown stack: assume 256 KiB from this point on. */
-        const uintptr_t assumed = 256 * 1024;
-        limit = here - assumed / STACK_SHARE;
-    }
-    return limit;
+    /* Otherwise the stack is unknown: no call is trampolined. */
 }
 
 /* Store a trampoline in co's co_extra slot for a backend.  Unlike
@@ -552,14 +554,17 @@ _PyPerfTrampoline_AttachThread(PyThreadState *tstate)
     _PyPerfTrampoline_ThreadState *t = &_PyPerfTrampoline_thread;
     t->backend = state.n_interps == 0 ? -1 : backend_of(tstate->interp);
     if (t->backend < 0) {
-        t->stack_limit = UINTPTR_MAX;
+        t->stack_limit = 0;
+        t->stack_span = 0;
         return;
     }
-    if (t->computed_limit == 0) {
+    if (!t->computed) {
         /* Once per thread: finding the stack takes system calls. */
-        t->computed_limit = compute_stack_limit();
+        compute_stack_limit(&t->own_limit, &t->own_span);
+        t->computed = 1;
     }
-    t->stack_limit = t->computed_limit;
+    t->stack_limit = t->own_limit;
+    t->stack_span = t->own_span;
 }
 
 /* The calling thread's interpreter may have changed its backend. */
@@ -782,7 +787,10 @@ _PyPerfTrampoline_EndImport(void)
 void
 _PyPerfTrampoline_Fini(void)
 {
-    /* Sub-interpreters have ended; the main interpreter stops here. */
+    /* Sub-interpreters have ended; the main interpreter stops here.  A
+       later initialization of the runtime follows its own
+       configuration. */
+    state.config_backend = -1;
     while (state.n_interps > 0) {
         deactivate(state.interps[state.n_interps - 1].interp);
     }

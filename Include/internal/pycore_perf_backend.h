@@ -111,13 +111,13 @@ struct _PyPerfDebugImage;
 
 /* Describe the trampoline at code (size bytes of code), called name (len
    bytes, as _PyPerfTrampoline_FormatSymbol() made it, with qualname_end),
-   to debuggers and to libgcc's unwinder.  It is the next slot handed out from an arena
-   whose slots are stride bytes apart up to arena_end; *current is the
-   image the previous slot of that arena went to, NULL for a new arena,
-   and is updated.  If batch is set, an attached debugger learns its name
-   with _PyPerfDebugger_Flush(*current) (it can unwind through it at
-   once).  Never fails: without memory for an image, debuggers fall back
-   to what they do without one. */
+   to debuggers.  It is the next slot handed out from an arena whose slots
+   are stride bytes apart up to arena_end; *current is the image the
+   previous slot of that arena went to, NULL for a new arena, and is
+   updated.  An attached debugger learns the name at once within its
+   budget, else with a later notification; if batch is set, with
+   _PyPerfDebugger_Flush(*current).  Never fails: without memory for an
+   image, debuggers fall back to what they do without one. */
 extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *code, size_t size,
                                      size_t stride, const char *arena_end,

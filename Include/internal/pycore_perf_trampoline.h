@@ -49,12 +49,15 @@ PyAPI_DATA(int) _PyPerfTrampoline_active;
      it holds the GIL.
 
    - A trampolined Python call costs C stack, which an inlined call does
-     not.  Below stack_limit calls are not trampolined, so that
-     trampolines never take more than a small share of a thread's stack
-     (see Python/perf_trampoline.c).  It is UINTPTR_MAX while the
-     thread's interpreter uses no backend, so that one test covers both,
-     and is computed when the thread attaches to an interpreter that
-     uses one, so that the test is all a call pays.
+     not.  Calls are trampolined only while the stack pointer is within
+     stack_span bytes above stack_limit: a small share at the start of
+     the thread's own stack (see Python/perf_trampoline.c).  Anywhere
+     else (deep down the thread's stack, or on a stack the thread switched
+     to, such as a makecontext() one, whose bounds are unknown) calls stay
+     inline.  stack_span is 0 while the thread's interpreter uses no
+     backend, so that one test covers both, and the bounds are computed
+     when the thread attaches to an interpreter that uses one, so that the
+     test is all a call pays.
 
    The initial-exec model spares each read a call to __tls_get_addr()
    when libpython is a shared library (as Debian ships it for embedding),
@@ -62,7 +65,11 @@ PyAPI_DATA(int) _PyPerfTrampoline_active;
    with -X perf. */
 typedef struct {
     uintptr_t stack_limit;
-    uintptr_t computed_limit;   /* the thread's, or 0 until computed */
+    uintptr_t stack_span;
+    /* The thread's own bounds, once computed (own_span 0: unknown). */
+    uintptr_t own_limit;
+    uintptr_t own_span;
+    int computed;
     int backend;
 } _PyPerfTrampoline_ThreadState;
 
@@ -76,12 +83,14 @@ _PyPerfTrampoline_IsActive(void)
 }
 
 /* May a call made here be trampolined?  Only if the thread's interpreter
-   uses a backend, and far enough from the end of the stack. */
+   uses a backend, and within the share of the thread's own stack that
+   trampolines may take (one unsigned comparison tests both bounds). */
 static inline int
 _PyPerfTrampoline_HaveStack(void)
 {
     return ((uintptr_t)__builtin_frame_address(0)
-            > _PyPerfTrampoline_thread.stack_limit);
+            - _PyPerfTrampoline_thread.stack_limit
+            < _PyPerfTrampoline_thread.stack_span);
 }
 
 /* The trampoline of the thread's backend for co, or NULL if it has none

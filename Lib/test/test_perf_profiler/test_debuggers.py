@@ -2,9 +2,9 @@
 
 Trampolines are described to debuggers through the GDB JIT interface (an
 in-memory ELF image per batch of trampolines, linked into
-__jit_debug_descriptor) and to libgcc's unwinder with __register_frame().
-The first tests check those descriptions from inside the process; the
-others run gdb, lldb and glibc's backtrace() on trampolined stacks.
+__jit_debug_descriptor), never to libgcc's unwinder.  The first tests
+check those descriptions from inside the process; the others run gdb,
+lldb and glibc's backtrace() on trampolined stacks.
 """
 
 import os
@@ -291,45 +291,63 @@ print(len(snapshot(__file__)[0]))
 
 
 class TestBacktrace(PerfTestCase):
-    """glibc's backtrace() (libgcc's unwinder) through trampolines."""
+    """glibc's backtrace() (libgcc's unwinder) stops at the innermost
+    trampoline: its unwind information is not registered with libgcc,
+    whose registry is not safe to use from signal handlers."""
 
-    def test_backtrace_reaches_main(self):
+    SCRIPT = """
+        import json, os
+        from _testinternalcapi import native_backtrace
+
+        def inner():
+            frames = native_backtrace()
+            return [a for a, _ in frames], [n for _, n in frames]
+
+        def middle():
+            return inner()
+
+        def outer():
+            return middle()
+
+        addrs, names = outer()
+        print(json.dumps([os.getpid(), addrs, names]))
+    """
+
+    def test_backtrace_stops_at_innermost_trampoline(self):
         _testinternalcapi = import_helper.import_module("_testinternalcapi")
         if not hasattr(_testinternalcapi, "native_backtrace"):
             self.skipTest("needs _testinternalcapi.native_backtrace()")
-        pid, rc, out, err, script = self.run_script("""
-            import json, os
-            from _testinternalcapi import native_backtrace
-
-            def inner():
-                frames = native_backtrace()
-                return [a for a, _ in frames], [n for _, n in frames]
-
-            def middle():
-                return inner()
-
-            def outer():
-                return middle()
-
-            addrs, names = outer()
-            print(json.dumps([os.getpid(), addrs, names]))
-        """, flags=("-X", "perf"))
-        pid, addrs, names = self.last_json(out)
-        entries = parse_map(self.assert_map_file(pid))
-        by_name = {symbol.split(":")[2]: (addr, size)
-                   for addr, size, symbol in entries
-                   if symbol.startswith("py::") and
-                   symbol.split(":")[2] in ("inner", "middle", "outer")}
-        # The return addresses inside the three trampolines, in order.
-        found = []
-        for addr in addrs:
-            for name, (start, size) in by_name.items():
-                if start <= addr < start + size:
-                    found.append(name)
-        self.assertEqual(found, ["inner", "middle", "outer"])
-        # And past them, all the way out.
+        # Without trampolines, all the way out.
+        _, _, out, _, _ = self.run_script(self.SCRIPT)
+        _, addrs, names = self.last_json(out)
         self.assertTrue(any("Py_BytesMain" in name for name in names),
                         "\n".join(names))
+
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script(
+                    self.SCRIPT, flags=("-X", backend))
+                pid, addrs, names = self.last_json(out)
+                if backend == "perf":
+                    entries = parse_map(self.assert_map_file(pid))
+                else:
+                    self.forget_dump(pid)
+                    with open(jitdump_path(pid), "rb") as f:
+                        _, records = parse_jitdump(f.read())
+                    entries = [(load["code_addr"], load["code_size"],
+                                load["name"])
+                               for load in code_loads(records)]
+                ranges = {symbol.split(":")[2]: (addr, size)
+                          for addr, size, symbol in entries
+                          if symbol.startswith("py::")}
+                # The last address is the return address into inner()'s
+                # trampoline, and no trampoline comes before it.
+                inside = [name for addr in addrs
+                          for name, (start, size) in ranges.items()
+                          if start <= addr < start + size]
+                self.assertEqual(inside, ["inner"], names)
+                start, size = ranges["inner"]
+                self.assertTrue(start <= addrs[-1] < start + size, names)
 
 
 class DebuggerTestCase(PerfTestCase):

@@ -159,6 +159,22 @@ class TestEnabling(PerfTestCase):
         text = self.assert_map_file(pid)
         self.assertTrue(text.startswith(out))
 
+    def test_reinitialization_reads_its_own_configuration(self):
+        # An embedding application that finalizes, unsets
+        # PYTHONPERFSUPPORT and initializes again gets an interpreter
+        # without trampolines.
+        # As test_embed runs it: from the build directory.
+        builddir = os.path.dirname(sys.executable)
+        exe = os.path.join(builddir, "Programs", "_testembed")
+        if not os.path.exists(exe):
+            self.skipTest(f"{exe} does not exist")
+        pid, rc, out, err = self.run_python(
+            "test_perf_trampoline_reinit", executable=exe, cwd=builddir)
+        lines = out.split()
+        self.assertEqual(lines[1::2], ["True", "False"], out)
+        self.assertEqual(lines[0], lines[2])
+        self.assertEqual(lines[0], str(pid))
+
 
 class TestRuntimeActivation(PerfTestCase):
     """sys.activate_stack_trampoline() and

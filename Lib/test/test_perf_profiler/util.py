@@ -368,9 +368,9 @@ class PerfTestCase(unittest.TestCase):
         self.addCleanup(remove_path, jitdump_path(pid))
 
     def run_python(self, *args, env=None, expect_rc=0, timeout=None,
-                   input=None, executable=None):
-        """Run executable (default: sys.executable) with args and return
-        (pid, returncode, stdout, stderr).  The perf map of the child is
+                   input=None, executable=None, cwd=None):
+        """Run executable (default: sys.executable) with args, in cwd, and
+        return (pid, returncode, stdout, stderr).  The perf map of the child is
         removed when the test ends.
 
         /tmp is shared and PIDs get reused: if a stale map of an earlier
@@ -387,7 +387,8 @@ class PerfTestCase(unittest.TestCase):
                 [executable, *args],
                 stdin=(subprocess.PIPE if input is not None
                        else subprocess.DEVNULL),
-                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                cwd=cwd)
             with proc:
                 try:
                     out, err = proc.communicate(
