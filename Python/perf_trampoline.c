@@ -475,21 +475,30 @@ compile_trampoline(PyCodeObject *co)
 }
 
 PyObject *
-_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
-                            _PyInterpreterFrame *frame, int throwflag)
+_PyPerfTrampoline_EvalFrameWith(PyThreadState *tstate,
+                                _PyInterpreterFrame *frame, int throwflag,
+                                _PyFrameEvalFunction evaluator)
 {
     if (!_PyPerfTrampoline_HaveStack()) {
-        return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+        return evaluator(tstate, frame, throwflag);
     }
     PyCodeObject *co = frame->f_code;
     py_trampoline f = (py_trampoline)_PyPerfTrampoline_Lookup(co);
     if (f == NULL) {
         f = compile_trampoline(co);
         if (f == NULL) {
-            return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+            return evaluator(tstate, frame, throwflag);
         }
     }
-    return f(tstate, frame, throwflag, _PyEval_EvalFrameDefault);
+    return f(tstate, frame, throwflag, evaluator);
+}
+
+PyObject *
+_PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
+                            _PyInterpreterFrame *frame, int throwflag)
+{
+    return _PyPerfTrampoline_EvalFrameWith(tstate, frame, throwflag,
+                                           _PyEval_EvalFrameDefault);
 }
 
 
@@ -856,6 +865,14 @@ _PyPerfTrampoline_EvalFrame(PyThreadState *tstate,
                             _PyInterpreterFrame *frame, int throwflag)
 {
     return _PyEval_EvalFrameDefault(tstate, frame, throwflag);
+}
+
+PyObject *
+_PyPerfTrampoline_EvalFrameWith(PyThreadState *tstate,
+                                _PyInterpreterFrame *frame, int throwflag,
+                                _PyFrameEvalFunction evaluator)
+{
+    return evaluator(tstate, frame, throwflag);
 }
 
 void

@@ -136,6 +136,16 @@ PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrame(
     struct _PyInterpreterFrame *frame,
     int throwflag);
 
+/* The same with another frame evaluation function (a PEP 523 hook that
+   another tool installed): the trampoline calls it instead of
+   _PyEval_EvalFrameDefault(), so that the frame still has its native
+   frame and name. */
+PyAPI_FUNC(PyObject *) _PyPerfTrampoline_EvalFrameWith(
+    PyThreadState *tstate,
+    struct _PyInterpreterFrame *frame,
+    int throwflag,
+    _PyFrameEvalFunction evaluator);
+
 /* The same, for _PyEval_EvalFrame(), by which every generator and
    coroutine resumes: a frame whose code has a trampoline already goes
    straight through it, with nothing out of line. */

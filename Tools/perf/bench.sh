@@ -38,6 +38,11 @@ for flags in "" "-X perf" "-X perf_jit"; do
     "$BUILD/python" $flags "$TOP/Tools/perf/bench/fork.py" 20000 20
 done
 
+# What in-process unwinds (C++ throws, backtrace()) cost beside many
+# trampolines.
+note "unwind: a throw and a backtrace() after 300,000 code objects"
+"$BUILD/python" "$TOP/Tools/perf/bench/unwind.py" 300000 3
+
 # What compiling trampolines before fork saves prefork workers.
 note "prefork: 20,000 functions the parent never runs, 10 workers run them"
 "$BUILD/python" -X perf "$TOP/Tools/perf/bench/prefork.py" 20000 10

@@ -236,6 +236,38 @@ class TestBehaviourUnchanged(PerfTestCase):
             print(record)
         """)
 
+    def test_eval_frame_hook_keeps_trampolines(self):
+        # Frames that run through another tool's PEP 523 hook still start
+        # from their trampolines, and the hook is called as before.
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
+        if not hasattr(_testinternalcapi, "walk_frame_pointers"):
+            self.skipTest("needs _testinternalcapi.walk_frame_pointers()")
+        script = self.write_script("""
+            import json, os, _testinternalcapi
+
+            def hooked_inner():
+                return _testinternalcapi.walk_frame_pointers()
+
+            def hooked_outer():
+                return hooked_inner()
+
+            record = []
+            _testinternalcapi.set_eval_frame_record(record)
+            frames = hooked_outer()
+            _testinternalcapi.set_eval_frame_default()
+            addrs = [ret for ret, _ in frames]
+            print(json.dumps([os.getpid(), addrs, record]))
+        """)
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, rc, out, err = self.run_python("-X", backend, script)
+                pid, addrs, record = self.last_json(out)
+                self.assertEqual(record, ["hooked_outer", "hooked_inner"])
+                ranges = self.trampoline_ranges(pid, backend)
+                self.assertEqual(
+                    self.named_addresses(addrs, ranges)[:2],
+                    ["hooked_inner", "hooked_outer"])
+
     def test_subinterpreters(self):
         _testcapi = import_helper.import_module("_testcapi")
         import_helper.import_module("_xxsubinterpreters")

@@ -328,24 +328,11 @@ class TestBacktrace(PerfTestCase):
                 pid, rc, out, err, script = self.run_script(
                     self.SCRIPT, flags=("-X", backend))
                 pid, addrs, names = self.last_json(out)
-                if backend == "perf":
-                    entries = parse_map(self.assert_map_file(pid))
-                else:
-                    self.forget_dump(pid)
-                    with open(jitdump_path(pid), "rb") as f:
-                        _, records = parse_jitdump(f.read())
-                    entries = [(load["code_addr"], load["code_size"],
-                                load["name"])
-                               for load in code_loads(records)]
-                ranges = {symbol.split(":")[2]: (addr, size)
-                          for addr, size, symbol in entries
-                          if symbol.startswith("py::")}
+                ranges = self.trampoline_ranges(pid, backend)
                 # The last address is the return address into inner()'s
                 # trampoline, and no trampoline comes before it.
-                inside = [name for addr in addrs
-                          for name, (start, size) in ranges.items()
-                          if start <= addr < start + size]
-                self.assertEqual(inside, ["inner"], names)
+                self.assertEqual(self.named_addresses(addrs, ranges),
+                                 ["inner"], names)
                 start, size = ranges["inner"]
                 self.assertTrue(start <= addrs[-1] < start + size, names)
 

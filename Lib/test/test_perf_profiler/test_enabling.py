@@ -176,6 +176,44 @@ class TestEnabling(PerfTestCase):
         self.assertEqual(lines[0], str(pid))
 
 
+class TestChildren(PerfTestCase):
+    """-X perf, -X perf_jit and -X perf=0 reach the Python children that
+    multiprocessing starts with its spawn and forkserver methods."""
+
+    SCRIPT = """
+        import json, multiprocessing, os, sys
+
+        def probe(_):
+            return os.getpid(), sys.is_stack_trampoline_active()
+
+        if __name__ == "__main__":
+            ctx = multiprocessing.get_context(sys.argv[1])
+            with ctx.Pool(1) as pool:
+                pid, active = pool.map(probe, [0])[0]
+            print(json.dumps([pid, active, sys.is_stack_trampoline_active()]))
+    """
+
+    def check(self, method, flags, env, active):
+        support.skip_if_broken_multiprocessing_synchronize()
+        pid, rc, out, err, script = self.run_script(
+            self.SCRIPT, method, flags=flags, env=env)
+        worker, worker_active, parent_active = self.last_json(out)
+        self.forget_map(worker)
+        self.forget_dump(worker)
+        self.assertNotEqual(worker, pid)
+        self.assertEqual((parent_active, worker_active), (active, active))
+
+    def test_start_methods(self):
+        for method in ("spawn", "forkserver"):
+            for flags, env, active in (
+                    (("-X", "perf"), None, True),
+                    (("-X", "perf_jit"), None, True),
+                    (("-X", "perf=0"),
+                     self.make_env(PYTHONPERFSUPPORT="1"), False)):
+                with self.subTest(method=method, flags=flags):
+                    self.check(method, flags, env, active)
+
+
 class TestRuntimeActivation(PerfTestCase):
     """sys.activate_stack_trampoline() and
     sys.deactivate_stack_trampoline() while the program runs."""

@@ -532,6 +532,26 @@ class PerfTestCase(unittest.TestCase):
         with open(path, "rb") as f:
             return parse_jitdump(f.read())
 
+    def trampoline_ranges(self, pid, backend):
+        """{qualified name: (address, size)} of the trampolines that the
+        file of backend ("perf" or "perf_jit") of pid describes."""
+        if backend == "perf":
+            entries = parse_map(self.assert_map_file(pid))
+        else:
+            self.forget_dump(pid)
+            _, records = self.read_dump(pid)
+            entries = [(load["code_addr"], load["code_size"], load["name"])
+                       for load in code_loads(records)]
+        return {symbol[4:].split(":")[0]: (addr, size)
+                for addr, size, symbol in entries
+                if symbol.startswith("py::")}
+
+    def named_addresses(self, addrs, ranges):
+        """The names of the trampolines that addrs fall in, in order."""
+        return [name for addr in addrs
+                for name, (start, size) in ranges.items()
+                if start <= addr < start + size]
+
 
 # Linux perf -----------------------------------------------------------------
 
