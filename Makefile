@@ -10,6 +10,8 @@
 #   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
 #   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
 #   make test-asan   our tests and the thread/fork tests under ASan and UBSan
+#   make test-load   the debugger tests 20 times in a row beside CPU hogs and
+#                    another gdb session
 #   make test-cross ARCH=aarch64 (or riscv64)
 #                    cross-build for ARCH and run the tests under qemu
 #   make bench       pristine vs patched (inactive) vs -X perf vs -X perf_jit,
@@ -27,7 +29,7 @@ export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC
 
 .PHONY: all build deps demo test patch refresh test-full abi-check test-asan \
-	test-cross bench deb-source deb deb-check \
+	test-load test-cross bench deb-source deb deb-check \
 	clean distclean
 
 all: build
@@ -61,6 +63,10 @@ abi-check: build
 
 test-asan: deps
 	@$(TOOLS)/test-asan.sh
+
+test-load: build
+	@$(TOOLS)/deps.sh --test
+	@$(TOOLS)/test-load.sh
 
 test-cross: build
 	@$(TOOLS)/test-cross.sh
