@@ -44,7 +44,7 @@ HAVE_TRAMPOLINE = sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") == 1
 NOFP_PYTHON = os.environ.get("PYTHON_NOFP_INTERPRETER")
 
 PROGRAM = textwrap.dedent("""
-    import sys, time
+    import math, sys, time
 
     def foo():
         x = 0
@@ -52,6 +52,8 @@ PROGRAM = textwrap.dedent("""
         while time.perf_counter() < deadline:
             for i in range(1000):
                 x += i
+            # Native code that Python calls: the Python view keeps it.
+            x += math.factorial(3000) & 1
         return x
 
     def bar():
@@ -76,6 +78,13 @@ def page_tree(path):
         page = f.read()
     match = re.search(r"const stacks = \[(.*)\];\n", page)
     return json.loads(match.group(1))
+
+
+def nodes(node):
+    """Every node of the tree."""
+    yield node
+    for child in node["c"]:
+        yield from nodes(child)
 
 
 def chains(node, prefix=()):
@@ -208,9 +217,37 @@ class TestRecording(unittest.TestCase):
             f.write(PROGRAM)
         self.output = os.path.join(self.tmp, "flamegraph.html")
 
-    def assert_chain(self, output):
+    def assert_chain(self, output, native=False):
         tree = page_tree(output)
         self.assertEqual(tree["n"], "all")
+        if native:
+            return self.assert_native_chain(tree)
+        # The Python view: one box per Python function, one after the
+        # other, then the native code they call; no evaluator frames.
+        base = os.path.basename(self.program)
+        calls = [f"{name} ({base})" for name in ("baz", "bar", "foo")]
+        found = called = False
+        for path in chains(tree):
+            names = [name for name, _ in path]
+            self.assertNotIn("_PyEval_EvalFrameDefault", names)
+            self.assertFalse(any(n.startswith("_PyPerfTrampoline")
+                                 for n in names), names)
+            for i in range(len(path) - 2):
+                if names[i:i + 3] == calls:
+                    found = True
+                    # Python frames are colored apart from native ones.
+                    self.assertEqual({lib for _, lib in path[i:i + 3]},
+                                     {"jit"})
+                    if any("factorial" in n for n in names[i + 3:]):
+                        called = True
+        self.assertTrue(found, f"no {calls} in the page")
+        self.assertTrue(called, "no native frame under foo in the page")
+        hover = [node.get("t") for node in nodes(tree)
+                 if node["n"] == f"foo ({base})"]
+        self.assertTrue(hover)
+        self.assertEqual(set(hover), {f"foo ({self.program})"})
+
+    def assert_native_chain(self, tree):
         found = False
         for path in chains(tree):
             py = [(name, lib) for name, lib in path
@@ -238,6 +275,23 @@ class TestRecording(unittest.TestCase):
 
     def test_perf_backend(self):
         self.record("perf", sys.executable)
+
+    def test_native_view_and_collapsed_stacks(self):
+        ready_or_skip(self, "perf", sys.executable)
+        collapsed = os.path.join(self.tmp, "profile.txt")
+        proc = run_pyprofile("--native", "-o", self.output, "-o", collapsed,
+                             "--", sys.executable, self.program, "1")
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        self.assert_chain(self.output, native=True)
+        # The same stacks, one "frame;frame;... count" line each.
+        with open(collapsed, encoding="utf-8") as f:
+            lines = f.read().splitlines()
+        tree = page_tree(self.output)
+        self.assertEqual(
+            sum(int(line.rsplit(" ", 1)[1]) for line in lines),
+            sum(node["v"] for node in nodes(tree)))
+        self.assertTrue(any(f"py::baz:{self.program};" in line
+                            for line in lines))
 
     def test_perf_jit_backend(self):
         self.record("perf_jit", NOFP_PYTHON or sys.executable)
@@ -280,6 +334,71 @@ class TestRecording(unittest.TestCase):
         self.assertIn("FAIL interpreter", proc.stdout)
         self.assertIn("not ready to record", proc.stderr)
         self.assertFalse(os.path.exists(self.output))
+
+
+class TestPythonView(unittest.TestCase):
+    """The Python view of perf script's stacks, from a sample made up."""
+
+    SAMPLE = textwrap.dedent("""\
+        python 4242
+        \t    7f0000001000 math_factorial (/b/lib/math.cpython-311.so)
+        \t    5500000a0000 cfunction_vectorcall_O (/b/python)
+        \t    5500000b0000 PyObject_Vectorcall (/b/python)
+        \t    5500000c0000 _PyEval_EvalFrameDefault (/b/python)
+        \t    7f0000003000 py::foo:/srv/app.py (/tmp/perf-4242.map)
+        \t    5500000d0000 _PyPerfTrampoline_EvalFrame (/b/python)
+        \t    7f0000004000 ufunc_generic_call (/b/lib/numpy.so)
+        \t    5500000c0000 _PyEval_EvalFrameDefault (/b/python)
+        \t    7f0000005000 py::<module>:/srv/app.py (/tmp/perf-4242.map)
+        \t    5500000e0000 PyEval_EvalCode (/b/python)
+        \t    5500000f0000 Py_BytesMain (/b/python)
+        \t    7f0000006000 __libc_start_main (/lib/libc.so.6)
+
+        python 4242
+        \t    5500000a0000 gc_collect_main (/b/python)
+        \t    5500000f0000 Py_BytesMain (/b/python)
+
+        """)
+
+    def test_folded(self):
+        tree = pyprofile.parse_perf_script(self.SAMPLE).to_json()
+        paths = [[(node["n"], node.get("t")) for node in path[1:]]
+                 for path in chains_of_nodes(tree) if not path[-1]["c"]]
+        self.assertEqual(paths, [
+            [("python 4242", None),
+             ("<module> (app.py)", "<module> (/srv/app.py)"),
+             ("ufunc_generic_call", None),
+             ("foo (app.py)", "foo (/srv/app.py)"),
+             ("math_factorial", None)],
+            # No Python frame: as perf recorded it.
+            [("python 4242", None), ("Py_BytesMain", None),
+             ("gc_collect_main", None)],
+        ])
+
+    def test_native(self):
+        tree = pyprofile.parse_perf_script(self.SAMPLE, native=True)
+        first = next(iter(tree.stacks()))[0]
+        self.assertEqual(len(first), 13)
+        self.assertIn("_PyEval_EvalFrameDefault", first)
+
+    def test_collapsed(self):
+        tree = pyprofile.parse_perf_script(self.SAMPLE)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "profile.txt")
+            pyprofile.write_collapsed(tree, path)
+            with open(path, encoding="utf-8") as f:
+                text = f.read()
+        self.assertEqual(text, "python 4242;<module> (app.py);"
+                         "ufunc_generic_call;foo (app.py);math_factorial 1\n"
+                         "python 4242;Py_BytesMain;gc_collect_main 1\n")
+
+
+def chains_of_nodes(node, prefix=()):
+    """Every path from the root, as tuples of nodes."""
+    path = prefix + (node,)
+    yield path
+    for child in node["c"]:
+        yield from chains_of_nodes(child, path)
 
 
 def chromium():
@@ -330,11 +449,18 @@ class TestPage(unittest.TestCase):
         with open(shot, "rb") as f:
             self.assertEqual(f.read(8), b"\x89PNG\r\n\x1a\n")
         self.assertGreater(os.path.getsize(shot), 10_000)
+        # Each Python function is a box labelled "name (file.py)", with
+        # the full path on hover.
         titles = re.findall(r"<title>([^<]*)</title>", dom)
+        labels = re.findall(r'class="d3-flame-graph-label"[^>]*>([^<]*)<',
+                            dom)
         for name in ("foo", "bar", "baz"):
             self.assertTrue(
-                any(t.startswith(f"py::{name}:{program} (") for t in titles),
-                f"no frame titled py::{name} in the page")
+                any(t.startswith(f"{name} ({program}) (") for t in titles),
+                f"no box with the hover text {name} ({program}) in the page")
+            self.assertIn(f"{name} (program.py)", labels)
+        self.assertFalse(any("_PyEval_EvalFrameDefault" in t
+                             for t in titles))
 
 
 if __name__ == "__main__":
