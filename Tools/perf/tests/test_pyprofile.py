@@ -338,6 +338,86 @@ class TestRecording(unittest.TestCase):
         self.assertFalse(os.path.exists(self.output))
 
 
+def unshare_usable():
+    """None if this process can make a container with unshare, else why
+    not."""
+    if shutil.which("unshare") is None:
+        return "unshare is not installed"
+    if os.geteuid() != 0:
+        return "making PID and mount namespaces needs root"
+    proc = subprocess.run(["unshare", "--pid", "--fork", "--mount",
+                           "--mount-proc", "true"], capture_output=True)
+    if proc.returncode != 0:
+        return f"unshare cannot run here: {proc.stderr[-300:]!r}"
+    return None
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestContainer(unittest.TestCase):
+    """pyprofile -p HOSTPID on a process in its own PID and mount
+    namespaces with a /tmp of its own, as Docker, podman and Kubernetes
+    run them."""
+
+    def setUp(self):
+        reason = unshare_usable()
+        if reason:
+            self.skipTest(reason)
+        # Not under /tmp, which the container mounts over.
+        self.tmp = tempfile.mkdtemp(dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.program = os.path.join(self.tmp, "program.py")
+        with open(self.program, "w") as f:
+            f.write(PROGRAM)
+
+    def start(self, backend, seconds):
+        env_var = pyprofile.BACKENDS[backend]["env"]
+        proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount", "--mount-proc",
+             "sh", "-c", f'mount -t tmpfs tmpfs /tmp && {env_var}=1 exec '
+                         f'"$0" "$1" "$2"',
+             sys.executable, self.program, str(seconds)],
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.addCleanup(proc.stdout.close)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        # unshare --fork: the Python process is unshare's only child.
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        with open(children) as f:
+            pid = int(f.read().split()[0])
+        self.assertEqual(pyprofile.namespaced_pid(pid), 1)
+        return proc, pid
+
+    def test_check_finds_the_process(self):
+        ready_or_skip(self, "perf", sys.executable)
+        proc, pid = self.start("perf", 30)
+        result = run_pyprofile("--check", "-p", str(pid))
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertIn(f"ok   process: {pid} (PID 1 in its container) "
+                      f"writes /proc/{pid}/root/tmp/perf-1.map",
+                      result.stdout)
+        self.assertRegex(result.stdout, r"(?m)^ok   interpreter: ")
+
+    def test_process_exits_during_recording(self):
+        # The names resolve from the host's copy of the map: the
+        # container's /tmp is gone when perf reads the map.
+        ready_or_skip(self, "perf", sys.executable)
+        proc, pid = self.start("perf", 6)
+        output = os.path.join(self.tmp, "profile.txt")
+        result = run_pyprofile("-p", str(pid), "-d", "12", "-o", output)
+        self.assertEqual(result.returncode, 0,
+                         result.stdout + result.stderr)
+        self.assertIsNotNone(proc.poll(), "the process outlived the "
+                             "recording")
+        with open(output, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn("baz (program.py);bar (program.py);foo (program.py)",
+                      text)
+        # The host's copy is pyprofile's, and removed.
+        self.assertFalse(os.path.exists(f"/tmp/perf-{pid}.map"))
+
+
 class TestPythonView(unittest.TestCase):
     """The Python view of perf script's stacks, from a sample made up."""
 
