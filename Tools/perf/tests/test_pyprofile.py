@@ -516,7 +516,11 @@ class TestPage(unittest.TestCase):
                    "--disable-background-networking",
                    "--disable-component-update", "--disable-sync",
                    f"--user-data-dir={os.path.join(tmp, 'profile')}",
-                   "--window-size=1400,900", "--virtual-time-budget=5000"]
+                   "--window-size=1400,900",
+                   # The boxes get their labels at the end of an animated
+                   # transition: draw frames, and let it end.
+                   "--run-all-compositor-stages-before-draw",
+                   "--virtual-time-budget=5000"]
         url = "file://" + page
         shot = os.path.join(tmp, "flamegraph.png")
         try:
