@@ -24,6 +24,7 @@
 #include <fcntl.h>                // O_RDONLY
 #include <pthread.h>              // pthread_mutex_t
 #include <string.h>               // memrchr()
+#include <sys/stat.h>             // fstat()
 #include <unistd.h>               // getpid()
 
 static int
@@ -180,6 +181,90 @@ PyUnstable_PerfMapState_Fini(void)
     pthread_mutex_unlock(&api_lock);
 }
 
+/* Append to the map what perf would read of the open file fd: every line,
+up to the size the file had when the copy began (a writer appending to it
+meanwhile, this process above all, would make the copy endless), with a
+newline after a last line that has none.  Each write() ends at a line's
+end, so that the copy never interleaves with entries written meanwhile;
+a line longer than the buffer makes it grow.  The map itself is refused
+(EINVAL): it would be copied into itself. */
+static int
+copy_lines(int fd)
+{
+    struct stat src, own;
+    if (fstat(fd, &src) < 0) {
+        return -1;
+    }
+    if (stat(_PyPerfFile_Path(_PyPerfFile_MAP), &own) == 0
+        && own.st_dev == src.st_dev && own.st_ino == src.st_ino)
+    {
+        errno = EINVAL;
+        return -1;
+    }
+    size_t cap = 64 * 1024;
+    char *buf = PyMem_RawMalloc(cap);
+    if (buf == NULL) {
+        errno = ENOMEM;
+        return -1;
+    }
+    off_t left = src.st_size;
+    size_t len = 0;
+    int res = 0;
+    while (left > 0) {
+        if (len == cap) {
+            char *bigger = PyMem_RawRealloc(buf, 2 * cap);
+            if (bigger == NULL) {
+                errno = ENOMEM;
+                res = -1;
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        size_t want = cap - len;
+        if ((off_t)want > left) {
+            want = (size_t)left;
+        }
+        ssize_t n = read(fd, buf + len, want);
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n <= 0) {
+            res = n < 0 ? -1 : 0;   /* 0: the file got shorter */
+            break;
+        }
+        len += (size_t)n;
+        left -= n;
+        char *end = memrchr(buf, '\n', len);
+        if (end != NULL) {
+            size_t lines = (size_t)(end - buf) + 1;
+            if (_PyPerfFile_Write(_PyPerfFile_MAP, buf, lines) < 0) {
+                res = -1;
+                break;
+            }
+            memmove(buf, buf + lines, len - lines);
+            len -= lines;
+        }
+    }
+    if (res == 0 && len > 0) {
+        /* A last line without its newline: perf reads it all the same. */
+        char *bigger = len == cap ? PyMem_RawRealloc(buf, cap + 1) : buf;
+        if (bigger == NULL) {
+            errno = ENOMEM;
+            res = -1;
+        }
+        else {
+            buf = bigger;
+            buf[len++] = '\n';
+            res = _PyPerfFile_Write(_PyPerfFile_MAP, buf, len);
+        }
+    }
+    int err = errno;
+    PyMem_RawFree(buf);
+    errno = err;
+    return res;
+}
+
 int
 PyUnstable_CopyPerfMapFile(const char *parent_filename)
 {
@@ -195,39 +280,7 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     if (fd < 0) {
         return -1;
     }
-    /* Whole lines, each write() ending at a line's end, so that the copy
-       never interleaves with entries written meanwhile. */
-    char buf[64 * 1024];
-    size_t len = 0;
-    res = 0;
-    for (;;) {
-        ssize_t n = read(fd, buf + len, sizeof(buf) - len);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n < 0) {
-            res = -1;
-            break;
-        }
-        len += (size_t)n;
-        char *end = memrchr(buf, '\n', len);
-        if (end == NULL) {
-            if (n == 0 || len == sizeof(buf)) {
-                break;      /* no more lines, or one too long for a map */
-            }
-            continue;
-        }
-        size_t lines = (size_t)(end - buf) + 1;
-        if (_PyPerfFile_Write(_PyPerfFile_MAP, buf, lines) < 0) {
-            res = -1;
-            break;
-        }
-        memmove(buf, buf + lines, len - lines);
-        len -= lines;
-        if (n == 0) {
-            break;
-        }
-    }
+    res = copy_lines(fd);
     int err = errno;
     close(fd);
     errno = err;

@@ -206,10 +206,51 @@ finally:
 print(json.dumps(r))
 """)
         self.assertEqual(res, [0, 0])
-        # Whole lines only: the unterminated last one is not copied.
+        # Every line, the unterminated last one too (perf reads it).
         self.assertEqual(self.read_entries(pid),
                          [(0x1000, 16, "own"), (0xa000, 16, "parent:one"),
-                          (0xb000, 32, "parent:two")])
+                          (0xb000, 32, "parent:two"), (0xc000, 48, "cut sh")])
+
+    def test_long_lines(self):
+        # Lines longer than any buffer, before and after others.
+        pid, res, err = self.run_capi("""
+import json, os, tempfile
+long = "x" * 200_000
+with tempfile.NamedTemporaryFile("w", delete=False) as f:
+    for i in range(1000):
+        f.write(f"{0xa000 + i:x} 10 before{i}\\n")
+    f.write(f"d000 10 {long}\\n")
+    for i in range(1000):
+        f.write(f"{0xe000 + i:x} 10 after{i}\\n")
+try:
+    r = _testcapi.copy_perf_map_file(f.name)
+finally:
+    os.unlink(f.name)
+print(json.dumps(r))
+""")
+        self.assertEqual(res, 0)
+        names = [name for _, _, name in self.read_entries(pid)]
+        self.assertEqual(names, [f"before{i}" for i in range(1000)]
+                         + ["x" * 200_000]
+                         + [f"after{i}" for i in range(1000)])
+
+    def test_own_map_refused(self):
+        # Copying the map into itself would never end.
+        pid, res, err = self.run_capi("""
+import errno, json, os
+_testcapi.write_perf_map_entry(0x1000, 16, "own")
+own = f"/tmp/perf-{os.getpid()}.map"
+link = own + ".link"
+os.link(own, link)
+try:
+    r = [_testcapi.copy_perf_map_file(own),
+         _testcapi.copy_perf_map_file(link)]
+finally:
+    os.unlink(link)
+print(json.dumps(r))
+""")
+        self.assertEqual(res, [-1, -1])
+        self.assertEqual(self.read_entries(pid), [(0x1000, 16, "own")])
 
     def test_bad_input(self):
         pid, res, err = self.run_capi("""
