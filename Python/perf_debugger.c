@@ -44,7 +44,8 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <elf.h>                  // Elf64_Ehdr
-#include <sys/mman.h>             // mmap()
+#include <sys/mman.h>             // PROT_READ
+#include <unistd.h>               // sysconf()
 #include <time.h>                 // clock_gettime()
 
 #if defined(__x86_64__)
@@ -152,7 +153,9 @@ static struct {
        may_tell()), as of last_ns of its CPU time. */
     int64_t credit_ns;
     int64_t last_ns;
-} debugger = {DEBUGGER_BURST_NS, 0};
+    /* Where images come from. */
+    _PyPerfRegion images;
+} debugger = {DEBUGGER_BURST_NS, 0, {NULL, NULL}};
 
 /* The CPU time of the process: it does not advance while a debugger has
    the process stopped, however slowly the debugger answers. */
@@ -274,10 +277,12 @@ new_image(const char *code, size_t size, size_t stride,
     size_t strtab_at = symtab_at + (slots + 1) * sizeof(Elf64_Sym);
     size_t strtab_cap = 1 + slots * NAME_MAX_BYTES;
     /* Pages of the names that are never written are never touched. */
-    char *mem = mmap(NULL, head + strtab_at + strtab_cap,
-                     PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
-    if (mem == MAP_FAILED) {
+    long page = sysconf(_SC_PAGESIZE);
+    size_t total = _Py_SIZE_ROUND_UP(head + strtab_at + strtab_cap,
+                                     (size_t)(page > 0 ? page : 4096));
+    char *mem = _PyPerfRegion_Alloc(&debugger.images, total,
+                                    PROT_READ | PROT_WRITE);
+    if (mem == NULL) {
         return NULL;
     }
     struct _PyPerfDebugImage *image = (struct _PyPerfDebugImage *)mem;

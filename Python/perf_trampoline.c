@@ -131,6 +131,8 @@ static struct {
     /* The backend that -X perf and the environment variables ask for,
        which every interpreter starts with; -1 if none. */
     int config_backend;
+    /* Where arenas come from. */
+    _PyPerfRegion arenas;
     /* Set by tests to make arena allocation fail. */
     int fail_arenas_for_testing;
     /* Statistics, for tests and benchmarks. */
@@ -233,6 +235,33 @@ stride(const _PyPerfBackend *backend)
     return _Py_SIZE_ROUND_UP(state.template_size, TRAMPOLINE_ALIGN);
 }
 
+/* Address space reserved at a time for blocks of a region: 64 MiB, four
+   million perf trampolines or a quarter of a million perf_jit ones, in
+   two mappings (those in use and the rest). */
+#define REGION_RESERVE ((size_t)64 * 1024 * 1024)
+
+void *
+_PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size, int prot)
+{
+    if (region->next == NULL || (size_t)(region->end - region->next) < size) {
+        /* Reserved only: no memory is committed until a block is. */
+        size_t reserve = Py_MAX(REGION_RESERVE, size);
+        char *mem = mmap(NULL, reserve, PROT_NONE,
+                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+        if (mem == MAP_FAILED) {
+            return NULL;
+        }
+        region->next = mem;
+        region->end = mem + reserve;
+    }
+    char *block = region->next;
+    if (mprotect(block, size, prot) < 0) {
+        return NULL;
+    }
+    region->next += size;
+    return block;
+}
+
 static int
 new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
 {
@@ -246,9 +275,9 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
         errno = ENOMEM;
         return -1;
     }
-    char *mem = mmap(NULL, size, PROT_READ | PROT_WRITE,
-                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-    if (mem == MAP_FAILED) {
+    char *mem = _PyPerfRegion_Alloc(&state.arenas, size,
+                                    PROT_READ | PROT_WRITE);
+    if (mem == NULL) {
         return -1;
     }
     /* The first slot: the template, then instructions that trap up to
@@ -277,7 +306,7 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
     __builtin___clear_cache(mem, mem + size);
     if (mprotect(mem, size, PROT_READ | PROT_EXEC) < 0) {
         int err = errno;
-        munmap(mem, size);
+        (void)mprotect(mem, size, PROT_NONE);   /* never used again */
         errno = err;
         return -1;
     }
@@ -740,6 +769,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
        own: each starts with the parent's records (see
        _PyPerfFile_Switch()), and the child writes what the parent held. */
     state.pid = (long)getpid();
+    state.arenas.next = state.arenas.end = NULL;
     _PyPerfFile_AfterFork();
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         trampoline_pool *pool = &state.pools[i];

@@ -100,6 +100,23 @@ extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
                                              size_t *qualname_end);
 
 
+/* Memory for trampolines and debugger images (Python/perf_trampoline.c).
+   Blocks are carved one after the other out of large reservations, so
+   that the kernel merges the mappings of neighbours with the same
+   protection: the number of mappings grows with the megabytes used, not
+   with the blocks (a process may have only vm.max_map_count of them). */
+typedef struct {
+    char *next;                 /* the next block; NULL: none reserved */
+    char *end;                  /* the end of the reservation */
+} _PyPerfRegion;
+
+/* size bytes (a multiple of the page size) with protection prot, zeroed,
+   after the previous block of region; NULL with errno set if they cannot
+   be had.  Blocks are never freed. */
+extern void *_PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size,
+                                 int prot);
+
+
 /* In a forked child: the C API's map, if it was open, is the child's
    now (Python/perf_map.c). */
 extern void _PyPerfMap_AfterFork(void);

@@ -174,6 +174,40 @@ print(json.dumps([os.getpid(), maps]))
                     self.assertLessEqual(a + a_size, b,
                                          f"{a:#x}+{a_size} {b:#x}")
 
+    def test_mappings_grow_with_megabytes(self):
+        # A mapping per batch of trampolines, or of debugger images, would
+        # reach vm.max_map_count (65,530) in a long-running process, after
+        # which every mmap() fails.
+        script = self.write_script("""
+            import json, os, sys
+            def mappings():
+                with open("/proc/self/maps") as f:
+                    return len(f.readlines())
+            def make(n):
+                ns = {}
+                exec("\\n".join(f"def fn{i}(): return {i}"
+                                 for i in range(n)), ns)
+                for i in range(n):
+                    ns[f"fn{i}"]()
+            make(1000)
+            before = mappings()
+            make(20000)
+            print(json.dumps([os.getpid(), before, mappings()]))
+        """)
+        # The program's own memory takes mappings too: compare with the
+        # same program without trampolines.
+        pid, rc, out, err = self.run_python(script)
+        _, before, after = self.last_json(out)
+        plain = after - before
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err = self.run_python("-X", backend, script)
+                pid, before, after = self.last_json(out)
+                self.entries(pid, backend)      # removes the file
+                # 20,000 trampolines: 5 MB of perf_jit arenas, 80
+                # batches of 256.
+                self.assertLessEqual(after - before, plain + 4)
+
 
 if __name__ == "__main__":
     unittest.main()
