@@ -207,6 +207,13 @@ def numeric_loop(loops):
             x = x * 0.5 + i * 1.5
 
 
+def new_functions(loops):
+    # Every function is new: compiled, given a trampoline and described
+    # (map or jitdump line, debugger image) once, then called once.
+    for i in range(loops):
+        exec(f"def f{i}():\n    return {i}\nf{i}()", {})
+
+
 def import_stdlib(loops):
     # A fresh process runs this once: what matters is first-time imports.
     if loops < 1:
@@ -230,6 +237,7 @@ WORKLOADS = {
     "dunder_methods": (dunder_methods, 240),
     "exceptions": (exceptions, 240),
     "numeric_loop": (numeric_loop, 120),
+    "new_functions": (new_functions, 3000),
     "import_stdlib": (import_stdlib, 1),
 }
 
