@@ -6,14 +6,10 @@
    - Records are appended whole, with O_APPEND and one write() each, and a
      write that fails half-way is cut off again: a profiler reading the
      file, or another writer, never sees a partial record.
-   - One descriptor stays open per file, moved to a high number: opening
-     and closing the file for each record cost more than making the
-     trampoline.  Before each write it is checked (fstat()) to still be
-     the file opened, so that a program that closed it and opened a file
-     of its own under the number is never written to, and a file that was
-     removed is created again.  Each record is written as soon as it is
-     made, so that a profiler reading the file while the process runs
-     finds it, except during start-up and imports (below).
+   - No descriptor stays open that the program could see (or close, and
+     reuse for a file of its own).  Each record is written as soon as it is
+     made, so that a profiler reading the file while the process runs finds
+     it, except during start-up and imports (below).
    - A forked child gets a file of its own that starts with the parent's
      records, since it runs the trampolines it inherited.
    - Any thread may write, with or without the GIL (the C API of
@@ -34,7 +30,6 @@
 
 #include <fcntl.h>                // open()
 #include <pthread.h>              // pthread_mutex_t
-#include <sys/resource.h>         // getrlimit()
 #include <sys/stat.h>             // fstat()
 #include <time.h>                 // clock_gettime()
 #include <unistd.h>               // write()
@@ -65,12 +60,6 @@ typedef struct {
        own, which starts then (see _PyPerfFile_Switch()). */
     long pid;
     int users;                  /* while positive, it is open */
-    /* The descriptor kept open for writing, if has_fd, and the file it
-       was opened on. */
-    int has_fd;
-    int fd;
-    dev_t dev;
-    ino_t ino;
     /* Held records (see HELD_MAX). */
     char *held;
     size_t held_len;
@@ -98,9 +87,12 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
    written when the outermost import in progress is done: one write()
    for the lot, where open(), fstat(), geteuid(), write() and close()
    for each one made importing much of the standard library 1.15x
-   slower (before the descriptor was kept open).  A process forked
-   during an import writes at once: the imports it inherited end in its
-   parent.  This is the number of imports in progress in this thread. */
+   slower.  (Keeping the file open during imports instead, as an
+   earlier version did, saved most of that, but another thread could
+   close the descriptor and open a file of its own under its number
+   between the check and the write.)  A process forked during an
+   import writes at once: the imports it inherited end in its parent.
+   This is the number of imports in progress in this thread. */
 static __thread int import_depth = 0;
 
 
@@ -192,80 +184,23 @@ restore_header(description_file *f, int fd, const struct stat *st)
     return 0;
 }
 
-/* Descriptors kept open are moved to this number or above, where a
-   program that opens files of its own rarely gets to (open() takes the
-   lowest free number), if the descriptor limit allows.  Between the check
-   of the descriptor and the write, another thread could still close it
-   and open a file under its number; at this number that takes a program
-   with hundreds of files open that closes descriptors it does not own. */
-#define KEPT_FD_MIN 512
-
-/* Is f's kept descriptor still the file it was opened on, and is that
-   still at its path (not removed)?  *st is set to what it is. */
-static int
-kept_fd_valid(description_file *f, struct stat *st)
-{
-    return (f->has_fd && fstat(f->fd, st) == 0 && st->st_dev == f->dev
-            && st->st_ino == f->ino && st->st_nlink > 0);
-}
-
-/* Stop keeping f's descriptor; close it only if it is still ours (a
-   program that closed it may have opened a file of its own under its
-   number). */
-static void
-drop_fd(description_file *f)
-{
-    struct stat st;
-    if (f->has_fd && fstat(f->fd, &st) == 0 && st.st_dev == f->dev
-        && st.st_ino == f->ino)
-    {
-        close(f->fd);
-    }
-    f->has_fd = 0;
-}
-
-/* The descriptor to append to f with, opened if f has none that is still
-   valid; -1 with errno set on failure.  *st is set to its file. */
-static int
-kept_fd(description_file *f, struct stat *st)
-{
-    if (kept_fd_valid(f, st)) {
-        return f->fd;
-    }
-    drop_fd(f);
-    int fd;
-    const char *reason;
-    if (open_checked(f->path, O_WRONLY | O_APPEND, &fd, st, &reason) < 0) {
-        return -1;
-    }
-    struct rlimit rl;
-    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur > 2 * KEPT_FD_MIN) {
-        int high = fcntl(fd, F_DUPFD_CLOEXEC, KEPT_FD_MIN);
-        if (high >= 0) {
-            close(fd);
-            fd = high;
-        }
-    }
-    f->has_fd = 1;
-    f->fd = fd;
-    f->dev = st->st_dev;
-    f->ino = st->st_ino;
-    return fd;
-}
-
-/* Append buf to f. */
+/* Append buf to f, opened for this write only. */
 static int
 write_now(description_file *f, const void *buf, size_t size)
 {
+    int fd;
     struct stat st;
-    int fd = kept_fd(f, &st);
-    if (fd < 0) {
+    const char *reason;
+    if (open_checked(f->path, O_WRONLY | O_APPEND, &fd, &st, &reason) < 0) {
         return -1;
     }
     int res = restore_header(f, fd, &st);
     if (res == 0) {
         res = write_all(fd, buf, size);
     }
+    int err = errno;
+    close(fd);
+    errno = err;
     if (res == 0) {
         f->size += (off_t)size;
         files.written_bytes += size;
@@ -339,7 +274,6 @@ switch_to_pending(int kind, const _PyPerfBackend *backend)
     description_file last = *f;
     long pid = (long)getpid();
     assert(!is_open(f));
-    drop_fd(f);
     memcpy(f->path, files.pending[kind].path, sizeof(f->path));
     f->size = files.pending[kind].size;
     memcpy(f->header, files.pending[kind].header, sizeof(f->header));
@@ -436,9 +370,6 @@ _PyPerfFile_Close(int kind, int *closed)
     *closed = 0;
     if (is_open(f) && --f->users == 0) {
         res = flush(f);
-        int err = errno;
-        drop_fd(f);
-        errno = err;
         *closed = 1;
     }
     UNLOCK();
@@ -581,11 +512,9 @@ _PyPerfFile_AfterFork(void)
     import_depth = 0;
     _PyPerfFile_StartProcess();
     /* The parent's files stay as the last of their kinds, to copy from
-       into the child's own, which those who used them open.  Their
-       descriptors are the parent's files: not to be written. */
+       into the child's own, which those who used them open. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
         files.file[kind].users = 0;
-        drop_fd(&files.file[kind]);
     }
 }
 
