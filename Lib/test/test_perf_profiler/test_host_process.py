@@ -117,6 +117,8 @@ FOREIGN = """
 """
 
 
+@unittest.skipIf(support.check_sanitizer(address=True),
+                 "AddressSanitizer does not support swapcontext()")
 class TestForeignStack(PerfTestCase):
     """Python run on a makecontext() stack, as fiber and coroutine
     libraries do, runs as it does without trampolines: the stack's bounds
