@@ -235,10 +235,12 @@ stride(const _PyPerfBackend *backend)
     return _Py_SIZE_ROUND_UP(state.template_size, TRAMPOLINE_ALIGN);
 }
 
-/* Address space reserved at a time for blocks of a region: 64 MiB, four
-   million perf trampolines or a quarter of a million perf_jit ones, in
-   two mappings (those in use and the rest). */
-#define REGION_RESERVE ((size_t)64 * 1024 * 1024)
+/* Address space reserved at a time for blocks of a region: 16 MiB, a
+   million perf trampolines, 65,536 perf_jit ones or the debugger images
+   of 25,000 trampolines, in two mappings (the blocks in use and the
+   rest).  Small enough that the unused rest does not weigh on a tight
+   RLIMIT_AS. */
+#define REGION_RESERVE ((size_t)16 * 1024 * 1024)
 
 void *
 _PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size, int prot)
