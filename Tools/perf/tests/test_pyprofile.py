@@ -361,6 +361,28 @@ class TestContainer(unittest.TestCase):
     namespaces with a /tmp of its own, as Docker, podman and Kubernetes
     run them."""
 
+    # Runs baz() <- bar() <- foo() until the file argv[1] exists: the test
+    # says when the program ends, whatever the machine's speed.
+    SERVICE = textwrap.dedent("""
+        import os, sys
+
+        def foo():
+            x = 0
+            for i in range(100000):
+                x += i
+            return x
+
+        def bar():
+            return foo()
+
+        def baz():
+            return bar()
+
+        print("ready", flush=True)
+        while not os.path.exists(sys.argv[1]):
+            baz()
+    """)
+
     def setUp(self):
         reason = unshare_usable()
         if reason:
@@ -370,15 +392,16 @@ class TestContainer(unittest.TestCase):
         self.addCleanup(shutil.rmtree, self.tmp)
         self.program = os.path.join(self.tmp, "program.py")
         with open(self.program, "w") as f:
-            f.write(PROGRAM)
+            f.write(self.SERVICE)
+        self.stop_file = os.path.join(self.tmp, "stop")
 
-    def start(self, backend, seconds):
+    def start(self, backend):
         env_var = pyprofile.BACKENDS[backend]["env"]
         proc = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount", "--mount-proc",
              "sh", "-c", f'mount -t tmpfs tmpfs /tmp && {env_var}=1 exec '
                          f'"$0" "$1" "$2"',
-             sys.executable, self.program, str(seconds)],
+             sys.executable, self.program, self.stop_file],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
@@ -393,7 +416,8 @@ class TestContainer(unittest.TestCase):
 
     def test_check_finds_the_process(self):
         ready_or_skip(self, "perf", sys.executable)
-        proc, pid = self.start("perf", 30)
+        proc, pid = self.start("perf")
+        self.addCleanup(open, self.stop_file, "w")
         result = run_pyprofile("--check", "-p", str(pid))
         self.assertEqual(result.returncode, 0, result.stdout)
         self.assertIn(f"ok   process: {pid} (PID 1 in its container) "
@@ -405,13 +429,24 @@ class TestContainer(unittest.TestCase):
         # The names resolve from the host's copy of the map: the
         # container's /tmp is gone when perf reads the map.
         ready_or_skip(self, "perf", sys.executable)
-        proc, pid = self.start("perf", 6)
+        proc, pid = self.start("perf")
         output = os.path.join(self.tmp, "profile.txt")
-        result = run_pyprofile("-p", str(pid), "-d", "12", "-o", output)
-        self.assertEqual(result.returncode, 0,
-                         result.stdout + result.stderr)
-        self.assertIsNotNone(proc.poll(), "the process outlived the "
-                             "recording")
+        profiler = subprocess.Popen(
+            [sys.executable, PYPROFILE, "-p", str(pid), "-d", "6",
+             "-o", output],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with profiler:
+            # Once it records (after its checks, however long they take),
+            # let the program sample a while, then end it.
+            for line in profiler.stderr:
+                if line.startswith("pyprofile: recording"):
+                    break
+            time.sleep(1.5)
+            with open(self.stop_file, "w"):
+                pass
+            proc.wait(timeout=300)
+            out, err = profiler.communicate(timeout=300)
+        self.assertEqual(profiler.returncode, 0, out + err)
         with open(output, encoding="utf-8") as f:
             text = f.read()
         self.assertIn("baz (program.py);bar (program.py);foo (program.py)",
