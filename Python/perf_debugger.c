@@ -227,6 +227,10 @@ static int
 may_tell(void)
 {
     int64_t now = cpu_time_ns();
+    if (now < debugger.last_ns) {
+        /* A forked child's CPU time starts again from zero. */
+        debugger.last_ns = now;
+    }
     debugger.credit_ns += now - debugger.last_ns;
     if (debugger.credit_ns > DEBUGGER_BURST_NS) {
         debugger.credit_ns = DEBUGGER_BURST_NS;

@@ -382,6 +382,17 @@ _PyPerfFile_Path(int kind)
     return files.file[kind].path;
 }
 
+int
+_PyPerfFile_IsFile(int kind, const struct stat *st)
+{
+    LOCK();
+    struct stat own;
+    int res = (stat(files.file[kind].path, &own) == 0
+               && own.st_dev == st->st_dev && own.st_ino == st->st_ino);
+    UNLOCK();
+    return res;
+}
+
 const char *
 _PyPerfFile_PendingPath(int kind)
 {

@@ -187,17 +187,17 @@ meanwhile, this process above all, would make the copy endless), with a
 newline after a last line that has none.  Each write() ends at a line's
 end, so that the copy never interleaves with entries written meanwhile;
 a line longer than the buffer makes it grow.  The map itself is refused
-(EINVAL): it would be copied into itself. */
+(EINVAL): it would be copied into itself; so is anything but a regular
+file. */
 static int
 copy_lines(int fd)
 {
-    struct stat src, own;
+    struct stat src;
     if (fstat(fd, &src) < 0) {
         return -1;
     }
-    if (stat(_PyPerfFile_Path(_PyPerfFile_MAP), &own) == 0
-        && own.st_dev == src.st_dev && own.st_ino == src.st_ino)
-    {
+    /* perf reads regular files only; a FIFO would never end. */
+    if (!S_ISREG(src.st_mode) || _PyPerfFile_IsFile(_PyPerfFile_MAP, &src)) {
         errno = EINVAL;
         return -1;
     }

@@ -177,6 +177,10 @@ extern int _PyPerfFile_Use(int kind);
    -1 with errno set if that could not be written. */
 extern int _PyPerfFile_Close(int kind, int *closed);
 extern const char *_PyPerfFile_Path(int kind);
+/* Is the file of that kind the file st describes (same device and
+   inode)? */
+struct stat;
+extern int _PyPerfFile_IsFile(int kind, const struct stat *st);
 extern const char *_PyPerfFile_PendingPath(int kind);
 
 /* Append whole records to the open file of a kind, or hold them while the

@@ -441,6 +441,52 @@ class TestGdb(DebuggerTestCase):
                                        "py::outer ({script})"))
 
     @requires_gdb
+    def test_forked_child_of_a_busy_parent(self):
+        # The child's CPU time starts again from zero, below the parent's
+        # last reading: the child's names are still told (second_new is
+        # in the image that first_new's started, told within the budget).
+        script = self.write_script("""
+            import os, signal, time
+            print("PID", os.getpid(), flush=True)
+
+            def spin():
+                end = time.process_time() + 0.3
+                while time.process_time() < end:
+                    pass
+
+            def after_spin():
+                pass
+
+            def second_new():
+                os.kill(os.getpid(), signal.SIGTRAP)
+
+            def first_new():
+                second_new()
+
+            def outer():
+                spin()
+                after_spin()
+                pid = os.fork()
+                if pid == 0:
+                    print("PID", os.getpid(), flush=True)
+                    first_new()
+                    os._exit(0)
+                os.waitpid(pid, 0)
+
+            outer()
+        """)
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch",
+             "-ex", "set follow-fork-mode child",
+             "-ex", "set detach-on-fork on",
+             "-ex", "run", "-ex", "bt",
+             "--args", sys.executable, "-X", "perf", script])
+        self.assert_complete_bt(out, script,
+                                names=("py::second_new ({script})",
+                                       "py::first_new ({script})",
+                                       "py::outer ({script})"))
+
+    @requires_gdb
     @unittest.skipIf(support.check_sanitizer(address=True),
                      "a core file would hold AddressSanitizer's shadow "
                      "memory")
