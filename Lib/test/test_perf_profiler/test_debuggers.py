@@ -441,6 +441,37 @@ class TestGdb(DebuggerTestCase):
                                        "py::outer ({script})"))
 
     @requires_gdb
+    def test_slow_debugger(self):
+        # A debugger that takes 0.2 s to answer each notification (as gdb
+        # does on a loaded machine, only more so) is still told every new
+        # name: the budget counts the program's CPU time, not the
+        # debugger's.
+        script = self.write_script("""
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+
+            def inner():
+                os.kill(os.getpid(), signal.SIGTRAP)
+        """ + "".join(f"""
+            def level{i}():
+                {"inner" if i == 0 else f"level{i - 1}"}()
+        """ for i in range(8)) + """
+            level7()
+        """)
+        commands = os.path.join(os.path.dirname(script), "slow.gdb")
+        with open(commands, "w") as f:
+            f.write("break __jit_debug_register_code\n"
+                    "commands\nsilent\nshell sleep 0.2\ncontinue\nend\n")
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch", "-x", commands, "-ex", "run",
+             "-ex", "bt",
+             "--args", sys.executable, "-X", "perf", script])
+        self.assert_complete_bt(
+            out, script,
+            names=("py::inner ({script})",
+                   *(f"py::level{i} ({{script}})" for i in range(8))))
+
+    @requires_gdb
     def test_forked_child_of_a_busy_parent(self):
         # The child's CPU time starts again from zero, below the parent's
         # last reading: the child's names are still told (second_new is
