@@ -373,6 +373,15 @@ class DebuggerTestCase(PerfTestCase):
 
 class TestGdb(DebuggerTestCase):
 
+    def gdb_bt_in_child(self, script):
+        """gdb's bt where the forked child of script stops."""
+        return self.run_debugger(
+            ["gdb", "-nx", "-batch",
+             "-ex", "set follow-fork-mode child",
+             "-ex", "set detach-on-fork on",
+             "-ex", "run", "-ex", "bt",
+             "--args", sys.executable, "-X", "perf", script])
+
     @requires_gdb
     def test_bt_live(self):
         for backend in ("perf", "perf_jit"):
@@ -430,12 +439,7 @@ class TestGdb(DebuggerTestCase):
 
             outer()
         """)
-        out = self.run_debugger(
-            ["gdb", "-nx", "-batch",
-             "-ex", "set follow-fork-mode child",
-             "-ex", "set detach-on-fork on",
-             "-ex", "run", "-ex", "bt",
-             "--args", sys.executable, "-X", "perf", script])
+        out = self.gdb_bt_in_child(script)
         self.assert_complete_bt(out, script,
                                 names=("py::in_child ({script})",
                                        "py::outer ({script})"))
@@ -506,12 +510,7 @@ class TestGdb(DebuggerTestCase):
 
             outer()
         """)
-        out = self.run_debugger(
-            ["gdb", "-nx", "-batch",
-             "-ex", "set follow-fork-mode child",
-             "-ex", "set detach-on-fork on",
-             "-ex", "run", "-ex", "bt",
-             "--args", sys.executable, "-X", "perf", script])
+        out = self.gdb_bt_in_child(script)
         self.assert_complete_bt(out, script,
                                 names=("py::second_new ({script})",
                                        "py::first_new ({script})",
