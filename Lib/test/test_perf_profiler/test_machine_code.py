@@ -11,10 +11,8 @@ import unittest
 
 from test import support
 from test.support import import_helper
-from test.test_perf_profiler.util import (PerfTestCase, code_loads,
+from test.test_perf_profiler.util import (PerfTestCase,
                                           frame_pointers_enabled,
-                                          jitdump_path, parse_jitdump,
-                                          parse_map,
                                           requires_perf_trampoline)
 
 
@@ -59,19 +57,8 @@ class MachineCodeTestCase(PerfTestCase):
     def trampolines(self, pid, backend):
         """{name: (start, size)} of the trampolines pid described."""
         return {name.split(":")[2]: (addr, size)
-                for addr, size, name in self.entries(pid, backend)}
+                for addr, size, name in self.described_entries(pid, backend)}
 
-    def entries(self, pid, backend):
-        """[(start, size, name)] of the trampolines pid described."""
-        if backend == "perf":
-            entries = parse_map(self.assert_map_file(pid))
-        else:
-            self.forget_dump(pid)
-            with open(jitdump_path(pid), "rb") as f:
-                _, records = parse_jitdump(f.read())
-            entries = [(load["code_addr"], load["code_size"], load["name"])
-                       for load in code_loads(records)]
-        return entries
 
 
 @unittest.skipUnless(hasattr(_testinternalcapi, "walk_frame_pointers"),
@@ -84,8 +71,9 @@ class TestFramePointers(MachineCodeTestCase):
         pid, rc, out, err, script = self.run_script(WALK_THREE_DEEP,
                                                     flags=("-X", backend))
         pid, walk = self.last_json(out)
+        entries = self.described_entries(pid, backend)
         trampolines = {name.split(":", 3)[2]: (addr, size)
-                       for addr, size, name in self.entries(pid, backend)
+                       for addr, size, name in entries
                        if name.endswith(":" + script)}
 
         def owner(addr):
@@ -169,7 +157,7 @@ print(json.dumps([os.getpid(), maps]))
                     self.SCRIPT, flags=("-X", backend))
                 pid, maps = self.last_json(out)
                 ranges = sorted((addr, size) for addr, size, _
-                                in self.entries(pid, backend))
+                                in self.described_entries(pid, backend))
                 for (a, a_size), (b, b_size) in zip(ranges, ranges[1:]):
                     self.assertLessEqual(a + a_size, b,
                                          f"{a:#x}+{a_size} {b:#x}")
@@ -203,7 +191,7 @@ print(json.dumps([os.getpid(), maps]))
             with self.subTest(backend=backend):
                 pid, rc, out, err = self.run_python("-X", backend, script)
                 pid, before, after = self.last_json(out)
-                self.entries(pid, backend)      # removes the file
+                self.described_entries(pid, backend)      # removes the file
                 # 20,000 trampolines: 5 MB of perf_jit arenas and 80
                 # debugger images, which took 2 mappings per 256.
                 self.assertLessEqual(after - before, plain + 10)

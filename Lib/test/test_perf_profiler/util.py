@@ -532,18 +532,21 @@ class PerfTestCase(unittest.TestCase):
         with open(path, "rb") as f:
             return parse_jitdump(f.read())
 
+    def described_entries(self, pid, backend):
+        """[(address, size, name)] that the file of backend ("perf" or
+        "perf_jit") of pid describes."""
+        if backend == "perf":
+            return parse_map(self.assert_map_file(pid))
+        self.forget_dump(pid)
+        _, records = self.read_dump(pid)
+        return [(load["code_addr"], load["code_size"], load["name"])
+                for load in code_loads(records)]
+
     def trampoline_ranges(self, pid, backend):
         """{qualified name: (address, size)} of the trampolines that the
-        file of backend ("perf" or "perf_jit") of pid describes."""
-        if backend == "perf":
-            entries = parse_map(self.assert_map_file(pid))
-        else:
-            self.forget_dump(pid)
-            _, records = self.read_dump(pid)
-            entries = [(load["code_addr"], load["code_size"], load["name"])
-                       for load in code_loads(records)]
+        file of backend of pid describes."""
         return {symbol[4:].split(":")[0]: (addr, size)
-                for addr, size, symbol in entries
+                for addr, size, symbol in self.described_entries(pid, backend)
                 if symbol.startswith("py::")}
 
     def named_addresses(self, addrs, ranges):
