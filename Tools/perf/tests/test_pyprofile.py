@@ -387,6 +387,9 @@ class TestContainer(unittest.TestCase):
         reason = unshare_usable()
         if reason:
             self.skipTest(reason)
+        if os.path.realpath(sys.executable).startswith("/tmp/"):
+            self.skipTest("the interpreter is under /tmp, which the "
+                          "container mounts over")
         # Not under /tmp, which the container mounts over.
         self.tmp = tempfile.mkdtemp(dir="/var/tmp")
         self.addCleanup(shutil.rmtree, self.tmp)
@@ -576,8 +579,9 @@ class TestPage(unittest.TestCase):
         # Each Python function is a box labelled "name (file.py)", with
         # the full path on hover.
         titles = re.findall(r"<title>([^<]*)</title>", dom)
-        labels = re.findall(r'class="d3-flame-graph-label"[^>]*>([^<]*)<',
-                            dom)
+        # The box's name is set at once; its label text only at the end
+        # of the page's transition, which a loaded machine may not reach.
+        labels = re.findall(r'<g[^>]* name="([^"]*)"', dom)
         for name in ("foo", "bar", "baz"):
             self.assertTrue(
                 any(t.startswith(f"{name} ({program}) (") for t in titles),
