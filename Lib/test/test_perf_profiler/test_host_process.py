@@ -75,6 +75,14 @@ class TestInProcessUnwinders(PerfTestCase):
                 *flags, script, mode, str(rounds), expect_rc=None)
             outcomes[name] = (rc, out, err)
         expected = (0, f"done {rounds} True\n", "")
+        baseline = outcomes.pop("no trampolines")
+        if baseline != expected:
+            # Nothing to compare with: the platform fails the program
+            # by itself (as qemu-user for aarch64 does here, where
+            # _Unwind_RaiseException() in a thread never reports
+            # _URC_END_OF_STACK).
+            self.skipTest(f"without trampolines the program gives "
+                          f"{baseline!r}, not {expected!r}")
         for name, outcome in outcomes.items():
             self.assertEqual(outcome, expected, name)
 
