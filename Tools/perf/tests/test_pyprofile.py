@@ -399,12 +399,21 @@ class TestContainer(unittest.TestCase):
         self.stop_file = os.path.join(self.tmp, "stop")
 
     def start(self, backend):
+        """Start the service in a container; return its unshare process
+        and its host PID.  It runs until stop()."""
+        if os.path.exists(self.stop_file):
+            os.unlink(self.stop_file)
         env_var = pyprofile.BACKENDS[backend]["env"]
+        # As in a container image, the interpreter is at a path that the
+        # host does not have: /mnt/bin is mounted in the container only.
+        directory, name = os.path.split(os.path.realpath(sys.executable))
         proc = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount", "--mount-proc",
-             "sh", "-c", f'mount -t tmpfs tmpfs /tmp && {env_var}=1 exec '
-                         f'"$0" "$1" "$2"',
-             sys.executable, self.program, self.stop_file],
+             "sh", "-c", 'mount -t tmpfs tmpfs /tmp '
+                         '&& mount -t tmpfs tmpfs /mnt && mkdir /mnt/bin '
+                         '&& mount --bind "$0" /mnt/bin '
+                         f'&& {env_var}=1 exec /mnt/bin/{name} "$1" "$2"',
+             directory, self.program, self.stop_file],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
@@ -417,45 +426,78 @@ class TestContainer(unittest.TestCase):
         self.assertEqual(pyprofile.namespaced_pid(pid), 1)
         return proc, pid
 
-    def test_check_finds_the_process(self):
-        ready_or_skip(self, "perf", sys.executable)
-        proc, pid = self.start("perf")
-        self.addCleanup(open, self.stop_file, "w")
-        result = run_pyprofile("--check", "-p", str(pid))
-        self.assertEqual(result.returncode, 0, result.stdout)
-        self.assertIn(f"ok   process: {pid} (PID 1 in its container) "
-                      f"writes /proc/{pid}/root/tmp/perf-1.map",
-                      result.stdout)
-        self.assertRegex(result.stdout, r"(?m)^ok   interpreter: ")
+    def stop(self):
+        with open(self.stop_file, "w"):
+            pass
 
-    def test_process_exits_during_recording(self):
-        # The names resolve from the host's copy of the map: the
-        # container's /tmp is gone when perf reads the map.
-        ready_or_skip(self, "perf", sys.executable)
-        proc, pid = self.start("perf")
-        output = os.path.join(self.tmp, "profile.txt")
+    def test_check_finds_the_process(self):
+        for backend, name in (("perf", "perf-1.map"),
+                              ("perf_jit", "jit-1.dump")):
+            with self.subTest(backend=backend):
+                ready_or_skip(self, backend, sys.executable)
+                proc, pid = self.start(backend)
+                result = run_pyprofile("--check", "--backend", backend,
+                                       "-p", str(pid))
+                self.stop()
+                proc.wait(timeout=300)
+                self.assertEqual(result.returncode, 0, result.stdout)
+                self.assertIn(f"ok   process: {pid} (PID 1 in its "
+                              f"container) writes /proc/{pid}/root/tmp/"
+                              f"{name}", result.stdout)
+                self.assertRegex(result.stdout,
+                                 r"(?m)^ok   interpreter: /mnt/bin/")
+
+    def profile(self, backend, exits):
+        """Profile the service in a container for 6 s (ending it 1.5 s
+        into the recording if exits is set) and return the collapsed
+        stacks."""
+        ready_or_skip(self, backend, sys.executable)
+        proc, pid = self.start(backend)
+        output = os.path.join(self.tmp, f"profile-{backend}.txt")
         profiler = subprocess.Popen(
-            [sys.executable, PYPROFILE, "-p", str(pid), "-d", "6",
-             "-o", output],
+            [sys.executable, PYPROFILE, "--backend", backend,
+             "-p", str(pid), "-d", "6", "-o", output],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         with profiler:
-            # Once it records (after its checks, however long they take),
-            # let the program sample a while, then end it.
-            for line in profiler.stderr:
-                if line.startswith("pyprofile: recording"):
-                    break
-            time.sleep(1.5)
-            with open(self.stop_file, "w"):
-                pass
-            proc.wait(timeout=300)
+            if exits:
+                # Once it records (after its checks, however long they
+                # take), let the program sample a while, then end it.
+                for line in profiler.stderr:
+                    if line.startswith("pyprofile: recording"):
+                        break
+                time.sleep(1.5)
+                self.stop()
+                proc.wait(timeout=300)
             out, err = profiler.communicate(timeout=300)
+        if not exits:
+            self.assertIsNone(proc.poll())
+            self.stop()
+            proc.wait(timeout=300)
         self.assertEqual(profiler.returncode, 0, out + err)
         with open(output, encoding="utf-8") as f:
             text = f.read()
+        # Nothing left on the host: the copies were pyprofile's.
+        self.assertFalse(os.path.exists(f"/tmp/perf-{pid}.map"))
+        self.assertFalse(os.path.exists(f"/tmp/jit-{pid}.dump"))
+        self.assertEqual([name for name in os.listdir("/tmp")
+                          if name.startswith(f"jitted-{pid}-")], [])
+        return text
+
+    def test_process_exits_during_recording(self):
+        # The names resolve from the host's copy of the map or the
+        # jitdump: the container's /tmp is gone when perf reads them.
+        for backend in "perf", "perf_jit":
+            with self.subTest(backend=backend):
+                text = self.profile(backend, exits=True)
+                self.assertIn("baz (program.py);bar (program.py);"
+                              "foo (program.py)", text)
+
+    def test_process_lives(self):
+        # perf_jit: perf 6.1 would read the jitdump through the live
+        # process's namespaces, and the injected files through them too.
+        text = self.profile("perf_jit", exits=False)
         self.assertIn("baz (program.py);bar (program.py);foo (program.py)",
                       text)
-        # The host's copy is pyprofile's, and removed.
-        self.assertFalse(os.path.exists(f"/tmp/perf-{pid}.map"))
 
 
 class TestPythonView(unittest.TestCase):
