@@ -14,8 +14,8 @@
      records, since it runs the trampolines it inherited.
    - Any thread may write, with or without the GIL (the C API of
      Python/perf_map.c): the state below is guarded by a mutex.
-   - A file last written before the process started (or forked) is stale
-     and is emptied when opened.
+   - A file found with records in it is stale, and emptied, unless this
+     process image wrote it or still has it open (see open_pending()).
 
    There is a file of each kind (the perf map, the jitdump), open while
    someone uses it: a backend that an interpreter uses, or the C API for
@@ -28,10 +28,10 @@
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
+#include <dirent.h>               // opendir()
 #include <fcntl.h>                // open()
 #include <pthread.h>              // pthread_mutex_t
 #include <sys/stat.h>             // fstat()
-#include <time.h>                 // clock_gettime()
 #include <unistd.h>               // write()
 
 /* Descriptions made while the interpreter starts up are held in memory and
@@ -59,6 +59,9 @@ typedef struct {
        that an ancestor opened last holds is copied into this process's
        own, which starts then (see _PyPerfFile_Switch()). */
     long pid;
+    /* Which file it was, to know it again (see open_pending()). */
+    dev_t dev;
+    ino_t ino;
     int users;                  /* while positive, it is open */
     /* Held records (see HELD_MAX). */
     char *held;
@@ -71,9 +74,6 @@ static struct {
     description_file pending[_PyPerfFile_KINDS];    /* being opened */
     size_t written_bytes;       /* statistics */
     int holding;                /* during start-up */
-    /* When this process started, or was forked, on the clock of file
-       modification times. */
-    struct timespec process_start;
 } files;
 
 static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -234,11 +234,39 @@ is_open(description_file *f)
 
 /* Opening and closing ******************************************************/
 
+/* Whether a descriptor of this process other than fd refers to the file
+   st describes: someone in the process (a JIT compiler of the program
+   that embeds Python, say) writes it. */
+static int
+open_elsewhere(int fd, const struct stat *st)
+{
+    DIR *dir = opendir("/proc/self/fd");
+    if (dir == NULL) {
+        return 0;
+    }
+    int found = 0;
+    struct dirent *entry;
+    while (!found && (entry = readdir(dir)) != NULL) {
+        char *end;
+        long n = strtol(entry->d_name, &end, 10);
+        struct stat other;
+        if (end != entry->d_name && *end == '\0' && n != fd
+            && n != dirfd(dir) && fstat((int)n, &other) == 0)
+        {
+            found = (other.st_dev == st->st_dev
+                     && other.st_ino == st->st_ino);
+        }
+    }
+    closedir(dir);
+    return found;
+}
+
 static int
 open_pending(int kind, const char *path, int access_mode, int *fd,
              const char **reason)
 {
     description_file *f = &files.pending[kind];
+    const description_file *current = &files.file[kind];
     struct stat st;
     PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
     f->size = 0;
@@ -246,15 +274,18 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
     if (open_checked(path, access_mode | O_APPEND, fd, &st, reason) < 0) {
         return -1;
     }
-    /* A file last written before this process started (or forked) is
-       stale: it describes code of a process that had this PID before, or
-       of the program this process ran before an exec().  Its addresses
-       now hold other code, so it is replaced. */
-    if (st.st_size > 0
-        && (st.st_mtim.tv_sec < files.process_start.tv_sec
-            || (st.st_mtim.tv_sec == files.process_start.tv_sec
-                && st.st_mtim.tv_nsec < files.process_start.tv_nsec)))
-    {
+    f->dev = st.st_dev;
+    f->ino = st.st_ino;
+    /* Records that no one in this process image wrote are stale: they
+       describe code of a process that had this PID before, or of the
+       program this process ran before an exec(), whose addresses now
+       hold other code.  Static memory starts afresh with each image (and
+       the pid tells a forked child from its parent), so this image wrote
+       the file if it is the one it opened before.  Someone else in the
+       image writes it only while they have it open. */
+    int ours = (current->pid == (long)getpid()
+                && current->dev == st.st_dev && current->ino == st.st_ino);
+    if (st.st_size > 0 && !ours && !open_elsewhere(*fd, &st)) {
         (void)ftruncate(*fd, 0);
     }
     f->size = lseek(*fd, 0, SEEK_END);
@@ -275,6 +306,8 @@ switch_to_pending(int kind, const _PyPerfBackend *backend)
     long pid = (long)getpid();
     assert(!is_open(f));
     memcpy(f->path, files.pending[kind].path, sizeof(f->path));
+    f->dev = files.pending[kind].dev;
+    f->ino = files.pending[kind].ino;
     f->size = files.pending[kind].size;
     memcpy(f->header, files.pending[kind].header, sizeof(f->header));
     f->header_size = files.pending[kind].header_size;
@@ -491,16 +524,6 @@ _PyPerfFile_DropHeld(int kind)
 }
 
 void
-_PyPerfFile_StartProcess(void)
-{
-    /* File times come from the kernel's coarse clock. */
-    if (clock_gettime(CLOCK_REALTIME_COARSE, &files.process_start) < 0) {
-        files.process_start.tv_sec = 0;
-        files.process_start.tv_nsec = 0;
-    }
-}
-
-void
 _PyPerfFile_Hold(void)
 {
     files.holding = 1;
@@ -521,7 +544,6 @@ _PyPerfFile_AfterFork(void)
     /* Another thread of the parent may have held the lock. */
     pthread_mutex_init(&files_lock, NULL);
     import_depth = 0;
-    _PyPerfFile_StartProcess();
     /* The parent's files stay as the last of their kinds, to copy from
        into the child's own, which those who used them open. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {

@@ -1098,7 +1098,6 @@ void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    _PyPerfFile_StartProcess();
     /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
     _PyPerfFile_Hold();
 #endif

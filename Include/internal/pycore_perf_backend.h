@@ -187,9 +187,6 @@ extern const char *_PyPerfFile_PendingPath(int kind);
    interpreter starts up or this thread imports.  Return 0 on success; -1
    with errno set (EBADF if the file is not open in this process). */
 extern int _PyPerfFile_Write(int kind, const void *buf, size_t size);
-/* Note that this process starts, or was just forked: a file it opens that
-   was last written before is stale, and is emptied. */
-extern void _PyPerfFile_StartProcess(void);
 /* Hold what is written during start-up (until EndHold) and while this
    thread imports (until its outermost import ends).  WriteHeld writes
    what is held for a kind unless something still holds it; on failure

@@ -3,9 +3,11 @@ precedence, and sys.activate_stack_trampoline() at run time."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
+import time
 import unittest
 
 from test import support
@@ -404,23 +406,26 @@ class TestRuntimeActivation(PerfTestCase):
         text = self.assert_map_file(pid)
         self.assert_symbol_count(text, f"py::before_limit:{script}", 1)
 
-    def test_existing_map_is_appended_to(self):
-        # The child creates its map itself, with O_EXCL, before it
-        # activates the backend: the earlier line can only be in the map
-        # if activation appended to the file instead of replacing it, so
-        # a plain name is enough.  (If a stale map is at the child's path,
-        # the child fails and run_python() runs it again.)
+    # Whether a map found at the path is stale is decided by who wrote it
+    # (this process image, or a descriptor of the process), never by file
+    # times: the tests below set times that a clock-based rule gets wrong.
+
+    def test_map_open_in_the_process_is_appended_to(self):
+        # A JIT compiler of the program keeps its map open and writes it
+        # (V8's --perf-basic-prof, LuaJIT): its lines are kept, however
+        # old the file looks.
         pid, rc, out, err, script = self.run_script("""
             import os, sys
             path = f"/tmp/perf-{os.getpid()}.map"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
             os.write(fd, b"1000 10 py::earlier:earlier.py\\n")
-            os.close(fd)
+            os.utime(path, (0, 1_000_000_000))
             sys.activate_stack_trampoline("perf")
             def probe():
                 return 1
             probe()
             sys.deactivate_stack_trampoline()
+            os.close(fd)
             print(os.getpid())
         """)
         self.assertEqual(out.split(), [str(pid)])
@@ -429,52 +434,115 @@ class TestRuntimeActivation(PerfTestCase):
         self.assert_symbol_count(text, "py::earlier:earlier.py", 1)
         self.assert_symbol_count(text, f"py::probe:{script}", 1)
 
-    def test_stale_map_is_replaced(self):
-        # A map last written before the process started was left by an
-        # earlier process with the same PID: its addresses now hold other
-        # code, so activation empties it.
-        pid, rc, out, err, script = self.run_script("""
-            import os, sys
-            path = f"/tmp/perf-{os.getpid()}.map"
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.write(fd, b"1000 10 py::stale:stale.py\\n")
-            os.close(fd)
-            os.utime(path, (0, 1_000_000_000))
-            sys.activate_stack_trampoline("perf")
+    def test_map_open_before_the_interpreter_started(self):
+        # The same for a writer that opened the map before Py_Initialize():
+        # here a shell that keeps it open on descriptor 7 and then becomes
+        # the interpreter.
+        script = self.write_script("""
+            import os
             def probe():
                 return 1
             probe()
             print(os.getpid())
         """)
+        pid, rc, out, err = self.run_python(
+            "-c", "import os, sys; os.execv('/bin/sh', ['sh', '-c', "
+            "'umask 077 && exec 7>>/tmp/perf-$$.map "
+            "&& echo 1000 10 py::host:jit >&7 "
+            "&& exec \"$0\" -X perf \"$1\"', sys.executable, sys.argv[1]])",
+            script)
         self.assertEqual(out.split(), [str(pid)])
         text = self.assert_map_file(pid)
-        self.assertEqual(self.symbols(text), [f"py::probe:{script}"])
+        self.assert_symbol_count(text, "py::host:jit", 1)
+        self.assert_symbol_count(text, f"py::probe:{script}", 1)
 
-    @support.requires_fork()
-    def test_exec_replaces_map(self):
-        # After exec() the process keeps its PID, but the addresses its
-        # earlier program described hold other code.
+    def test_stale_map_is_replaced(self):
+        # A map that no one in the process wrote or has open was left by an
+        # earlier process with the same PID: its addresses now hold other
+        # code, so activation empties it, whatever its time (here later
+        # than the process's start).
+        for mtime in 1_000_000_000, time.time() + 3600:
+            with self.subTest(mtime=mtime):
+                pid, rc, out, err, script = self.run_script(f"""
+                    import os, sys
+                    path = f"/tmp/perf-{{os.getpid()}}.map"
+                    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL,
+                                 0o600)
+                    os.write(fd, b"1000 10 py::stale:stale.py\\n")
+                    os.close(fd)
+                    os.utime(path, ({mtime}, {mtime}))
+                    sys.activate_stack_trampoline("perf")
+                    def probe():
+                        return 1
+                    probe()
+                    print(os.getpid())
+                """)
+                self.assertEqual(out.split(), [str(pid)])
+                text = self.assert_map_file(pid)
+                self.assertEqual(self.symbols(text), [f"py::probe:{script}"])
+
+    def test_own_map_kept_across_activations(self):
+        # What this interpreter wrote stays when it activates again, even
+        # if the file's time went back (as after a clock step).
         pid, rc, out, err, script = self.run_script("""
-            import os, sys, time
-            if len(sys.argv) == 1:
-                def before_exec():
-                    return 1
-                before_exec()
-                # The new program starts after the last write of this one,
-                # on the coarse clock of file times.
-                time.sleep(0.05)
-                sys.stdout.flush()
-                os.execv(sys.executable,
-                         [sys.executable, "-X", "perf", __file__, "again"])
-            def after_exec():
+            import os, sys
+            path = f"/tmp/perf-{os.getpid()}.map"
+            sys.activate_stack_trampoline("perf")
+            def first():
+                return 1
+            first()
+            sys.deactivate_stack_trampoline()
+            os.utime(path, (1_000_000_000, 1_000_000_000))
+            sys.activate_stack_trampoline("perf")
+            def second():
                 return 2
-            after_exec()
+            second()
             print(os.getpid())
-        """, flags=("-X", "perf"))
+        """)
+        self.assertEqual(out.split(), [str(pid)])
+        text = self.assert_map_file(pid)
+        self.assert_symbol_count(text, f"py::first:{script}", 1)
+        self.assert_symbol_count(text, f"py::second:{script}", 1)
+
+    EXEC_SCRIPT = """
+        import os, sys
+        if len(sys.argv) == 1:
+            def before_exec():
+                return 1
+            before_exec()
+            # A time that a clock-based rule would take for the new
+            # program's own.
+            path = f"/tmp/perf-{os.getpid()}.map"
+            os.utime(path, (time.time() + 3600,) * 2)
+            sys.stdout.flush()
+            os.execv(sys.executable,
+                     [sys.executable, "-X", "perf", __file__, "again"])
+        def after_exec():
+            return 2
+        after_exec()
+        print(os.getpid())
+    """
+
+    def check_exec_replaces_map(self, *prefix):
+        # After exec() the process keeps its PID, but the addresses its
+        # earlier program described hold other code (with ASLR off, the
+        # same addresses as the new program's).
+        script = self.write_script("import time\n"
+                                   + textwrap.dedent(self.EXEC_SCRIPT))
+        pid, rc, out, err = self.run_python(
+            "-c", "import os, sys; os.execvp(sys.argv[1], sys.argv[1:])",
+            *prefix, sys.executable, "-X", "perf", script)
         self.assertEqual(out.split(), [str(pid)])
         text = self.assert_map_file(pid)
         self.assert_not_described(text, "before_exec")
         self.assert_symbol_count(text, f"py::after_exec:{script}", 1)
+
+    def test_exec_replaces_map(self):
+        self.check_exec_replaces_map()
+
+    @unittest.skipUnless(shutil.which("setarch"), "needs setarch")
+    def test_exec_replaces_map_without_aslr(self):
+        self.check_exec_replaces_map("setarch", "-R")
 
     def test_map_lines_written_immediately(self):
         # The line of a function is in the file as soon as the function
