@@ -32,6 +32,7 @@
 #include <fcntl.h>                // open()
 #include <pthread.h>              // pthread_mutex_t
 #include <sys/stat.h>             // fstat()
+#include <time.h>                 // clock_gettime()
 #include <unistd.h>               // write()
 
 /* Descriptions made while the interpreter starts up are held in memory and
@@ -42,8 +43,10 @@
    would then bound how late one reaches the file, so a profiler reading it
    while the process runs (perf top, bcc, Parca) would miss functions, and
    a process ending in os._exit() (a forked multiprocessing worker) would
-   lose them.  What is held is written once it reaches HELD_MAX. */
+   lose them.  What is held is written once it reaches HELD_MAX, or once
+   it is HELD_FOR_NS old (see _PyPerfFile_WriteOverdue()). */
 #define HELD_MAX (256 * 1024)
+#define HELD_FOR_NS (100 * 1000 * 1000)
 
 typedef struct {
     char path[64];
@@ -63,10 +66,12 @@ typedef struct {
     dev_t dev;
     ino_t ino;
     int users;                  /* while positive, it is open */
-    /* Held records (see HELD_MAX). */
+    /* Held records (see HELD_MAX), the first made at held_since (on
+       CLOCK_MONOTONIC_COARSE, in nanoseconds). */
     char *held;
     size_t held_len;
     size_t held_cap;
+    int64_t held_since;
 } description_file;
 
 static struct {
@@ -80,6 +85,10 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 
 #define LOCK() pthread_mutex_lock(&files_lock)
 #define UNLOCK() pthread_mutex_unlock(&files_lock)
+
+/* The number of kinds with records held: read without the lock, by
+   PyEval_SaveThread(). */
+int _PyPerfFile_held = 0;
 
 /* While the program imports modules, functions run for the first time
    one after the other (module and class bodies, decorators, what they
@@ -214,15 +223,40 @@ holding(void)
     return files.holding || import_depth > 0;
 }
 
+static int64_t
+now_ns(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0) {
+        return 0;
+    }
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void
+drop_held(description_file *f)
+{
+    if (f->held_len > 0) {
+        f->held_len = 0;
+        _PyPerfFile_held--;
+    }
+}
+
 static int
 flush(description_file *f)
 {
     int res = 0;
     if (f->held_len > 0) {
         res = write_now(f, f->held, f->held_len);
-        f->held_len = 0;
+        drop_held(f);
     }
     return res;
+}
+
+static int
+overdue(const description_file *f)
+{
+    return f->held_len > 0 && now_ns() - f->held_since >= HELD_FOR_NS;
 }
 
 static int
@@ -482,9 +516,13 @@ _PyPerfFile_Write(int kind, const void *buf, size_t size)
             }
         }
         if (f->held_len + size <= f->held_cap) {
+            if (f->held_len == 0) {
+                f->held_since = now_ns();
+                _PyPerfFile_held++;
+            }
             memcpy(f->held + f->held_len, buf, size);
             f->held_len += size;
-            res = f->held_len < HELD_MAX ? 0 : flush(f);
+            res = f->held_len < HELD_MAX && !overdue(f) ? 0 : flush(f);
             UNLOCK();
             return res;
         }
@@ -510,6 +548,20 @@ _PyPerfFile_WriteHeld(int kind)
 }
 
 int
+_PyPerfFile_WriteOverdue(int kind, int *wrote)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = 0;
+    *wrote = is_open(f) && overdue(f);
+    if (*wrote) {
+        res = flush(f);
+    }
+    UNLOCK();
+    return res;
+}
+
+int
 _PyPerfFile_Holding(void)
 {
     return holding();
@@ -519,7 +571,7 @@ void
 _PyPerfFile_DropHeld(int kind)
 {
     LOCK();
-    files.file[kind].held_len = 0;
+    drop_held(&files.file[kind]);
     UNLOCK();
 }
 

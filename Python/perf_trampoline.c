@@ -113,6 +113,9 @@ typedef struct {
        opened again, so the failure is reported once. */
     int arena_failed;
     int write_failed;
+    /* A write failure seen where nothing may be printed (see
+       _PyPerfTrampoline_WriteOverdue()), to report at the next call. */
+    int unreported_errno;
 } trampoline_pool;
 
 /* An interpreter and the backend it uses.  Interpreters without one are
@@ -478,6 +481,11 @@ compile_trampoline(PyCodeObject *co)
     const _PyPerfBackend *backend = backends[index];
     trampoline_pool *pool = &state.pools[index];
     size_t step = stride(backend);
+    if (pool->unreported_errno != 0) {
+        int err = pool->unreported_errno;
+        pool->unreported_errno = 0;
+        report_write_failure(index, err);
+    }
     if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
@@ -637,6 +645,7 @@ use_backend(int index, const char **reason)
     pool->users = 1;
     pool->arena_failed = 0;
     pool->write_failed = 0;
+    pool->unreported_errno = 0;
     if (copy_failed) {
         report_write_failure(index, errno);
     }
@@ -753,6 +762,27 @@ write_held(void)
     }
 }
 
+/* Called where the thread is about to release the GIL, which may be in
+   the middle of anything: no Python code may run, so a failure is
+   reported later, by the thread's next new trampoline. */
+void
+_PyPerfTrampoline_WriteOverdue(void)
+{
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        int wrote;
+        trampoline_pool *pool = &state.pools[i];
+        if (_PyPerfFile_WriteOverdue(backends[i]->kind, &wrote) < 0
+            && pool->users > 0 && !pool->write_failed)
+        {
+            pool->write_failed = 1;
+            pool->unreported_errno = errno;
+        }
+        if (wrote) {
+            _PyPerfDebugger_Flush(state.pools[i].image);
+        }
+    }
+}
+
 void
 _PyPerfTrampoline_EndStartup(void)
 {
@@ -779,6 +809,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
         pool->image = NULL;
         pool->arena_failed = 0;
         pool->write_failed = 0;
+        pool->unreported_errno = 0;
         if (pool->users == 0) {
             _PyPerfFile_DropHeld(backends[i]->kind);
             continue;

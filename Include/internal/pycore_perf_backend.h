@@ -197,6 +197,10 @@ extern void _PyPerfFile_BeginImport(void);
 extern void _PyPerfFile_EndImport(void);
 extern int _PyPerfFile_Holding(void);
 extern int _PyPerfFile_WriteHeld(int kind);
+/* Write what is held for a kind, whatever holds it, if the first of it
+   was held 100 ms ago or more; set *wrote if it did so.  On failure
+   return -1 with errno set. */
+extern int _PyPerfFile_WriteOverdue(int kind, int *wrote);
 /* Forget what is held for a kind, unwritten. */
 extern void _PyPerfFile_DropHeld(int kind);
 /* In a forked child: none of the imports in progress is the child's, no

@@ -180,9 +180,30 @@ extern void _PyPerfTrampoline_EndStartup(void);
 
 /* Called by the import system around each import (Python/import.c):
    what is described during an import is written when the outermost one
-   of the thread ends. */
+   of the thread ends, or once it has waited 100 ms, at the next
+   description or _PyPerfTrampoline_BeforeBlocking(). */
 extern void _PyPerfTrampoline_BeginImport(void);
 extern void _PyPerfTrampoline_EndImport(void);
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+/* Non-zero while descriptions are held (Python/perf_description_file.c). */
+extern int _PyPerfFile_held;
+extern void _PyPerfTrampoline_WriteOverdue(void);
+#endif
+
+/* Called by PyEval_SaveThread(), before a thread releases the GIL (to
+   sleep, wait or do I/O): descriptions that have waited too long are
+   written, so that a thread that runs a service loop in an import does
+   not keep them from the file.  One load and branch otherwise. */
+static inline void
+_PyPerfTrampoline_BeforeBlocking(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (_PyPerfFile_held) {
+        _PyPerfTrampoline_WriteOverdue();
+    }
+#endif
+}
 
 /* Runtime control of the calling thread's interpreter, used by the sys
    module.  Activation returns 0 on success and -1 with an exception set
