@@ -10,8 +10,10 @@
      reuse for a file of its own).  Each record is written as soon as it is
      made, so that a profiler reading the file while the process runs finds
      it, except during start-up and imports (below).
-   - A forked child gets a file of its own that starts with the parent's
-     records, since it runs the trampolines it inherited.
+   - A forked child gets a file of its own, which starts empty: it
+     describes the trampolines it inherited as it runs them (see
+     Python/perf_trampoline.c), so a fork costs the same however much
+     the parent described.
    - Any thread may write, with or without the GIL (the C API of
      Python/perf_map.c): the state below is guarded by a mutex.
    - A file found with records in it is stale, and emptied, unless this
@@ -51,16 +53,14 @@
 typedef struct {
     char path[64];
     /* Its bytes as this process knows them (what was there when it was
-       opened, plus what it wrote), so that a forked child copies exactly
-       what was there at the fork. */
+       opened, plus what it wrote): a forked child copies the map up to
+       there if the C API wrote to it (Python/perf_map.c). */
     off_t size;
     /* The header the file starts with, if the backend has one: written
        again if the file is found empty (someone removed it). */
     unsigned char header[64];
     size_t header_size;
-    /* The process that opened it; 0 if none.  What a file of this kind
-       that an ancestor opened last holds is copied into this process's
-       own, which starts then (see _PyPerfFile_Switch()). */
+    /* The process that opened it; 0 if none. */
     long pid;
     /* Which file it was, to know it again (see open_pending()). */
     dev_t dev;
@@ -329,15 +329,10 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
     return 0;
 }
 
-static int copy_records(description_file *f, const description_file *last,
-                        const _PyPerfBackend *backend);
-
-static int
-switch_to_pending(int kind, const _PyPerfBackend *backend)
+static void
+switch_to_pending(int kind)
 {
     description_file *f = &files.file[kind];
-    description_file last = *f;
-    long pid = (long)getpid();
     assert(!is_open(f));
     memcpy(f->path, files.pending[kind].path, sizeof(f->path));
     f->dev = files.pending[kind].dev;
@@ -345,14 +340,8 @@ switch_to_pending(int kind, const _PyPerfBackend *backend)
     f->size = files.pending[kind].size;
     memcpy(f->header, files.pending[kind].header, sizeof(f->header));
     f->header_size = files.pending[kind].header_size;
-    f->pid = pid;
+    f->pid = (long)getpid();
     f->users = 1;
-    if (last.pid != 0 && last.pid != pid) {
-        /* A file that cannot be read (removed, say) is not copied: the
-           new file describes what this process makes from now on. */
-        return copy_records(f, &last, backend) == -2 ? -1 : 0;
-    }
-    return 0;
 }
 
 int
@@ -382,24 +371,20 @@ _PyPerfFile_Restart(int kind, int fd, const void *header, size_t size)
     return res;
 }
 
-int
-_PyPerfFile_Switch(int kind, const _PyPerfBackend *backend)
+void
+_PyPerfFile_Switch(int kind)
 {
     LOCK();
-    int res = switch_to_pending(kind, backend);
+    switch_to_pending(kind);
     UNLOCK();
-    return res;
 }
 
 int
-_PyPerfFile_OpenSimple(int kind, const char *path,
-                       const _PyPerfBackend *backend, int *copy_failed,
-                       const char **reason)
+_PyPerfFile_OpenSimple(int kind, const char *path, const char **reason)
 {
     LOCK();
     description_file *f = &files.file[kind];
     int res = 0;
-    *copy_failed = 0;
     if (is_open(f)) {
         f->users++;
     }
@@ -408,7 +393,7 @@ _PyPerfFile_OpenSimple(int kind, const char *path,
         res = open_pending(kind, path, O_WRONLY, &fd, reason);
         if (res == 0) {
             close(fd);
-            *copy_failed = switch_to_pending(kind, backend) < 0;
+            switch_to_pending(kind);
         }
     }
     UNLOCK();
@@ -447,6 +432,12 @@ const char *
 _PyPerfFile_Path(int kind)
 {
     return files.file[kind].path;
+}
+
+off_t
+_PyPerfFile_Size(int kind)
+{
+    return files.file[kind].size;
 }
 
 int
@@ -568,14 +559,6 @@ _PyPerfFile_Holding(void)
 }
 
 void
-_PyPerfFile_DropHeld(int kind)
-{
-    LOCK();
-    drop_held(&files.file[kind]);
-    UNLOCK();
-}
-
-void
 _PyPerfFile_Hold(void)
 {
     files.holding = 1;
@@ -596,162 +579,12 @@ _PyPerfFile_AfterFork(void)
     /* Another thread of the parent may have held the lock. */
     pthread_mutex_init(&files_lock, NULL);
     import_depth = 0;
-    /* The parent's files stay as the last of their kinds, to copy from
-       into the child's own, which those who used them open. */
+    /* The parent's files and what it held stay the parent's: those who
+       used them open the child's own. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
         files.file[kind].users = 0;
+        drop_held(&files.file[kind]);
     }
-}
-
-void
-_PyPerfFile_ClaimHeld(int kind, const _PyPerfBackend *backend)
-{
-    LOCK();
-    description_file *f = &files.file[kind];
-    if (backend->claim_records != NULL) {
-        (void)backend->claim_records(f->held, f->held_len);
-    }
-    UNLOCK();
-}
-
-/* Read the first size bytes of our file at path into a new
-   PyMem_RawMalloc() buffer; set *got to the number of bytes read. */
-static char *
-read_file_prefix(const char *path, off_t size, off_t *got)
-{
-    *got = 0;
-    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (fd < 0) {
-        return NULL;
-    }
-    struct stat st;
-    char *buf = NULL;
-    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode)
-        && st.st_uid == geteuid() && size > 0)
-    {
-        buf = PyMem_RawMalloc((size_t)size);
-    }
-    while (buf != NULL && *got < size) {
-        ssize_t n = pread(fd, buf + *got, (size_t)(size - *got), *got);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n <= 0) {
-            break;
-        }
-        *got += n;
-    }
-    close(fd);
-    return buf;
-}
-
-/* Append size bytes at offset start of our file at path to the current
-   file f with copy_file_range(), so that the kernel copies them without
-   reading them into this process (and where the file system can, without
-   copying the data at all).  Return 0 on success; -1 if the kernel cannot
-   copy between these files (nothing was written); -2 with errno set if
-   writing failed (what was copied is cut off again). */
-static int
-copy_in_kernel(description_file *f, const char *path, off_t start,
-               size_t size)
-{
-    int in = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    if (in < 0) {
-        return -1;
-    }
-    struct stat st;
-    int out = -1;
-    int res = -1;
-    const char *reason;
-    /* copy_file_range() refuses a destination opened with O_APPEND. */
-    if (fstat(in, &st) < 0 || !S_ISREG(st.st_mode) || st.st_uid != geteuid()
-        || open_checked(f->path, O_WRONLY, &out, NULL,
-                        &reason) < 0)
-    {
-        goto done;
-    }
-    off_t end = lseek(out, 0, SEEK_END);
-    off_t src = start, dst = end;
-    size_t left = size;
-    while (end >= 0 && left > 0) {
-        ssize_t n = copy_file_range(in, &src, out, &dst, left, 0);
-        if (n < 0 && errno == EINTR) {
-            continue;
-        }
-        if (n == 0) {
-            /* The file is shorter than it was: copy what is left of it
-               the other way. */
-            (void)ftruncate(out, end);
-            goto done;
-        }
-        if (n < 0) {
-            int err = errno;
-            if (left == size && (err == EXDEV || err == ENOSYS
-                                 || err == EINVAL || err == EOPNOTSUPP))
-            {
-                goto done;          /* not between these files: fall back */
-            }
-            (void)ftruncate(out, end);
-            errno = err;
-            res = -2;
-            goto done;
-        }
-        left -= (size_t)n;
-    }
-    res = end >= 0 ? 0 : -1;
-done:
-    {
-        int err = errno;
-        close(in);
-        if (out >= 0) {
-            close(out);
-        }
-        errno = err;
-    }
-    return res;
-}
-
-/* Append the records of the file "last" (as much of it as its process
-   knew about) to f, claimed by backend for this process.  Return 0 on
-   success, -1 if the file cannot be read, -2 with errno set if the copy
-   cannot be written. */
-static int
-copy_records(description_file *f, const description_file *last,
-             const _PyPerfBackend *backend)
-{
-    size_t header = backend->header_size;
-    off_t size = last->size;
-    if (size <= (off_t)header) {
-        return 0;
-    }
-    if (backend->claim_records == NULL) {
-        /* Records that need no rewriting for this process: the kernel
-           copies them. */
-        int res = copy_in_kernel(f, last->path, (off_t)header,
-                                 (size_t)size - header);
-        if (res == 0) {
-            f->size += size - (off_t)header;
-            files.written_bytes += (size_t)size - header;
-            return 0;
-        }
-        if (res == -2) {
-            return -2;
-        }
-    }
-    off_t got;
-    char *copy = read_file_prefix(last->path, size, &got);
-    if (copy == NULL) {
-        return -1;
-    }
-    size_t records = got > (off_t)header ? (size_t)got - header : 0;
-    if (backend->claim_records != NULL) {
-        records = backend->claim_records(copy + header, records);
-    }
-    int res = records > 0 ? write_now(f, copy + header, records) : 0;
-    int err = errno;
-    PyMem_RawFree(copy);
-    errno = err;
-    return res < 0 ? -2 : 0;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -90,9 +90,8 @@ jitdump_close(void)
 }
 
 static int
-jitdump_open(int *copy_failed, const char **reason)
+jitdump_open(const char **reason)
 {
-    *copy_failed = 0;
     if (_PyPerfFile_Use(_PyPerfFile_JITDUMP)) {
         return 0;
     }
@@ -146,8 +145,7 @@ jitdump_open(int *copy_failed, const char **reason)
     }
     /* The mapping stays; no descriptor is kept open. */
     close(fd);
-    *copy_failed = _PyPerfFile_Switch(_PyPerfFile_JITDUMP,
-                                      &_PyPerfJit_Backend) < 0;
+    _PyPerfFile_Switch(_PyPerfFile_JITDUMP);
     return 0;
 }
 
@@ -224,31 +222,6 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     return res;
 }
 
-/* Give the load records among the records in buf the PID and TID of the
-   calling process and thread.  Return the size of the complete records at
-   the start of buf. */
-static size_t
-claim_records(char *buf, size_t size)
-{
-    uint32_t pid = (uint32_t)getpid();
-    uint32_t tid = (uint32_t)PyThread_get_thread_native_id();
-    size_t pos = 0;
-    while (pos + 16 <= size) {
-        uint32_t id, total;
-        memcpy(&id, buf + pos, 4);
-        memcpy(&total, buf + pos + 4, 4);
-        if (total < 16 || total > size - pos) {
-            break;
-        }
-        if (id == JIT_CODE_LOAD && total >= 24) {
-            memcpy(buf + pos + 16, &pid, 4);
-            memcpy(buf + pos + 20, &tid, 4);
-        }
-        pos += total;
-    }
-    return pos;
-}
-
 const _PyPerfBackend _PyPerfJit_Backend = {
     .kind = _PyPerfFile_JITDUMP,
     .stride = JIT_TRAMPOLINE_STRIDE,
@@ -256,11 +229,6 @@ const _PyPerfBackend _PyPerfJit_Backend = {
     .open = jitdump_open,
     .write_entry = jitdump_write_entry,
     .close = jitdump_close,
-    /* A forked child's dump has a header of its own, then the parent's
-       records, rewritten for the child's PID so that the trampolines it
-       inherited resolve in its samples. */
-    .header_size = JITDUMP_HEADER_SIZE,
-    .claim_records = claim_records,
 };
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -28,12 +28,11 @@
 #include <unistd.h>               // getpid()
 
 static int
-perf_map_open(int *copy_failed, const char **reason)
+perf_map_open(const char **reason)
 {
     char path[64];
     PyOS_snprintf(path, sizeof(path), "/tmp/perf-%ld.map", (long)getpid());
-    return _PyPerfFile_OpenSimple(_PyPerfFile_MAP, path, &_PyPerfMap_Backend,
-                                  copy_failed, reason);
+    return _PyPerfFile_OpenSimple(_PyPerfFile_MAP, path, reason);
 }
 
 static int
@@ -113,10 +112,6 @@ const _PyPerfBackend _PyPerfMap_Backend = {
     .open = perf_map_open,
     .write_entry = perf_map_write_entry,
     .close = perf_map_close,
-    /* A forked child's map starts with all of the parent's lines as they
-       are: they name the trampolines it inherited. */
-    .header_size = 0,
-    .claim_records = NULL,
 };
 
 
@@ -141,9 +136,8 @@ PyUnstable_PerfMapState_Init(void)
     int res = 0;
     if (api.pid != (long)getpid()) {
         /* Not open, or opened by the parent of this forked process. */
-        int copy_failed;
         const char *reason;
-        if (perf_map_open(&copy_failed, &reason) < 0) {
+        if (perf_map_open(&reason) < 0) {
             res = -1;
         }
         else {
@@ -182,15 +176,15 @@ PyUnstable_PerfMapState_Fini(void)
 }
 
 /* Append to the map what perf would read of the open file fd: every line,
-up to the size the file had when the copy began (a writer appending to it
-meanwhile, this process above all, would make the copy endless), with a
-newline after a last line that has none.  Each write() ends at a line's
-end, so that the copy never interleaves with entries written meanwhile;
-a line longer than the buffer makes it grow.  The map itself is refused
-(EINVAL): it would be copied into itself; so is anything but a regular
-file. */
+   up to the size the file had when the copy began (a writer appending to
+   it meanwhile, this process above all, would make the copy endless) or
+   limit bytes if less, with a newline after a last line that has none.
+   Each write() ends at a line's end, so that the copy never interleaves
+   with entries written meanwhile; a line longer than the buffer makes it
+   grow.  The map itself is refused (EINVAL): it would be copied into
+   itself; so is anything but a regular file. */
 static int
-copy_lines(int fd)
+copy_lines(int fd, off_t limit)
 {
     struct stat src;
     if (fstat(fd, &src) < 0) {
@@ -207,7 +201,7 @@ copy_lines(int fd)
         errno = ENOMEM;
         return -1;
     }
-    off_t left = src.st_size;
+    off_t left = Py_MIN(src.st_size, limit);
     size_t len = 0;
     int res = 0;
     while (left > 0) {
@@ -280,21 +274,37 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
     if (fd < 0) {
         return -1;
     }
-    res = copy_lines(fd);
+    res = copy_lines(fd, PY_SSIZE_T_MAX);
     int err = errno;
     close(fd);
     errno = err;
     return res;
 }
 
-void
+int
 _PyPerfMap_AfterFork(void)
 {
     pthread_mutex_init(&api_lock, NULL);
-    if (api.pid != 0) {
-        /* The child's map starts with the parent's entries. */
-        (void)PyUnstable_PerfMapState_Init();
+    if (api.pid == 0) {
+        return 0;
     }
+    /* The parent's map has entries of the C API, for code the child
+       inherited that only their writers know: the child's map starts with
+       the parent's, as far as the parent had written it. */
+    char parent[64];
+    PyOS_snprintf(parent, sizeof(parent), "%s",
+                  _PyPerfFile_Path(_PyPerfFile_MAP));
+    off_t size = _PyPerfFile_Size(_PyPerfFile_MAP);
+    int copied = 0;
+    if (PyUnstable_PerfMapState_Init() == 0) {
+        int fd = open(parent,
+                      O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+        if (fd >= 0) {
+            copied = copy_lines(fd, size) == 0;
+            close(fd);
+        }
+    }
+    return copied;
 }
 
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */

@@ -92,7 +92,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
 /* Read on every frame entry: kept apart from the state below. */
 int _PyPerfTrampoline_active = 0;
 __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
-    __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0, 0, -1};
+    __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0, 0, -1, 0};
 
 /* Arenas: each backend hands out trampolines from its own arenas, each
    at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within
@@ -103,6 +103,12 @@ __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
 #define N_BACKENDS Py_ARRAY_LENGTH(backend_names)
 
 typedef struct {
+    /* The co_extra index of the trampolines this process uses (see
+       _PyPerfTrampoline_AfterFork_Child()). */
+    Py_ssize_t slot;
+    /* Set once the backend has made a trampoline in this process or an
+       ancestor: a forked child then takes a new slot. */
+    int made;
     char *next;             /* next free trampoline of the current arena */
     char *limit;            /* end of the current arena */
     struct _PyPerfDebugImage *image;    /* that debuggers are told of */
@@ -145,7 +151,19 @@ static struct {
        PyOS_AfterFork_Child() (a raw fork() through ctypes, say) is caught
        when it makes its first trampoline. */
     long pid;
-} state = {.config_backend = -1};
+    /* co_extra indexes reserved in every interpreter, ours and others'
+       before the last slot we took: each interpreter gets at least this
+       many, so that a slot is the same index in all of them. */
+    Py_ssize_t reserved;
+    /* For each slot a process of this lineage used after a fork, 1 + the
+       slot of the process it was forked from, whose trampolines it
+       inherited (0: none, a slot of the first process). */
+    Py_ssize_t forked_from[MAX_CO_EXTRA_USERS];
+} state = {
+    .config_backend = -1,
+    .pools = {{.slot = PERF_MAP_BACKEND}, {.slot = PERF_JIT_BACKEND}},
+    .reserved = _PyPerfTrampoline_CODE_EXTRA_SLOTS,
+};
 
 
 /* Names ********************************************************************/
@@ -385,33 +403,50 @@ compute_stack_limit(uintptr_t *limit, uintptr_t *span)
     /* Otherwise the stack is unknown: no call is trampolined. */
 }
 
-/* Store a trampoline in co's co_extra slot for a backend.  Unlike
-   _PyCode_SetExtra(), a new co_extra only gets our slots: code_dealloc()
-   calls the free function of every slot it has, with NULL for unset ones,
-   and other users' free functions must not start running for code objects
-   they never touched. */
+/* Store a trampoline in co's co_extra at index slot.  Unlike
+   _PyCode_SetExtra(), a co_extra is only made as large as our slot needs:
+   code_dealloc() calls the free function of every slot it has, with NULL
+   for unset ones, and other users' free functions should not start
+   running for code objects they never touched. */
 static int
-set_trampoline(PyCodeObject *co, Py_ssize_t index, void *code)
+set_trampoline(PyCodeObject *co, Py_ssize_t slot, void *code)
 {
     _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
-    assert(index < _PyPerfTrampoline_CODE_EXTRA_SLOTS);
-    if (extra == NULL) {
-        extra = PyMem_Malloc(sizeof(_PyCodeObjectExtra)
-                             + (_PyPerfTrampoline_CODE_EXTRA_SLOTS - 1)
-                               * sizeof(void *));
+    Py_ssize_t size = extra == NULL ? 0 : extra->ce_size;
+    if (size <= slot) {
+        extra = PyMem_Realloc(extra, sizeof(_PyCodeObjectExtra)
+                                     + slot * sizeof(void *));
         if (extra == NULL) {
             return -1;
         }
-        extra->ce_size = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
-        for (Py_ssize_t i = 0; i < extra->ce_size; i++) {
+        for (Py_ssize_t i = size; i <= slot; i++) {
             extra->ce_extras[i] = NULL;
         }
+        extra->ce_size = slot + 1;
         co->co_extra = extra;
     }
-    /* Every co_extra has at least our slots: they are reserved first. */
-    assert(extra->ce_size > index);
-    extra->ce_extras[index] = code;
+    extra->ce_extras[slot] = code;
     return 0;
+}
+
+/* The trampoline that co had in the process this one was forked from
+   (or in its ancestors), for the backend whose slot is slot; NULL if
+   none. */
+static char *
+inherited_trampoline(PyCodeObject *co, Py_ssize_t slot)
+{
+    _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
+    if (extra == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t s = state.forked_from[slot] - 1; s >= 0;
+         s = state.forked_from[s] - 1)
+    {
+        if (s < extra->ce_size && extra->ce_extras[s] != NULL) {
+            return extra->ce_extras[s];
+        }
+    }
+    return NULL;
 }
 
 /* Report, once, that the file of the backend at index cannot be written:
@@ -432,10 +467,11 @@ report_write_failure(int index, int err)
         path, strerror(err));
 }
 
-/* Describe the trampoline just handed out by the backend at index to co,
-   to profilers (through the backend) and to debuggers. */
+/* Describe co's trampoline at code, of the backend at index, to
+   profilers (through the backend) and, if it is new, to debuggers (an
+   inherited one is in the images the process inherited). */
 static void
-describe(int index, char *code, PyCodeObject *co)
+describe(int index, char *code, PyCodeObject *co, int is_new)
 {
     const _PyPerfBackend *backend = backends[index];
     trampoline_pool *pool = &state.pools[index];
@@ -453,15 +489,32 @@ describe(int index, char *code, PyCodeObject *co)
         (void)_PyPerfTrampoline_FormatSymbol(co, name, n, &qualname_end);
     }
     size_t size = code_size(backend);
-    _PyPerfDebugger_Describe(&pool->image, code, size, stride(backend),
-                             pool->limit, name, n, qualname_end,
-                             _PyPerfFile_Holding());
+    if (is_new) {
+        _PyPerfDebugger_Describe(&pool->image, code, size, stride(backend),
+                                 pool->limit, name, n, qualname_end,
+                                 _PyPerfFile_Holding());
+    }
     if (backend->write_entry(code, size, name, n) < 0) {
         report_write_failure(index, errno);
     }
     if (name != small) {
         PyMem_RawFree(name);
     }
+}
+
+/* Give co, in this process's slot of the backend at index, the
+   trampoline it had in an ancestor process, and describe it in this
+   process's file.  Return it, or NULL if it has none. */
+static char *
+claim_inherited(int index, PyCodeObject *co)
+{
+    trampoline_pool *pool = &state.pools[index];
+    char *code = inherited_trampoline(co, pool->slot);
+    if (code == NULL || set_trampoline(co, pool->slot, code) < 0) {
+        return NULL;
+    }
+    describe(index, code, co, 0);
+    return code;
 }
 
 /* Give "co" a trampoline of the calling thread's backend and describe
@@ -489,9 +542,17 @@ compile_trampoline(PyCodeObject *co)
     if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    char *code = claim_inherited(index, co);
+    if (code != NULL) {
+        PyErr_Restore(exc, val, tb);
+        return (py_trampoline)code;
+    }
     if (pool->next == NULL || (size_t)(pool->limit - pool->next) < step) {
         if (new_arena(backend, pool) < 0) {
             pool->arena_failed = 1;
+            PyErr_Restore(exc, val, tb);
             PySys_FormatStderr(
                 "Warning: cannot allocate memory for perf trampolines "
                 "(%s); Python functions started from now on will not "
@@ -499,15 +560,13 @@ compile_trampoline(PyCodeObject *co)
             return NULL;
         }
     }
-    char *code = pool->next;
-
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    int res = set_trampoline(co, index, code);
+    code = pool->next;
+    int res = set_trampoline(co, pool->slot, code);
     if (res == 0) {
         pool->next += step;
+        pool->made = 1;
         state.trampolines++;
-        describe(index, code, co);
+        describe(index, code, co, 1);
     }
     PyErr_Restore(exc, val, tb);
     return res < 0 ? NULL : (py_trampoline)code;
@@ -606,6 +665,7 @@ _PyPerfTrampoline_AttachThread(PyThreadState *tstate)
         t->stack_span = 0;
         return;
     }
+    t->slot = state.pools[t->backend].slot;
     if (!t->computed) {
         /* Once per thread: finding the stack takes system calls. */
         compute_stack_limit(&t->own_limit, &t->own_span);
@@ -637,8 +697,7 @@ use_backend(int index, const char **reason)
         return 0;
     }
     init_template();
-    int copy_failed;
-    if (backends[index]->open(&copy_failed, reason) < 0) {
+    if (backends[index]->open(reason) < 0) {
         return -1;
     }
     state.pid = (long)getpid();
@@ -646,9 +705,6 @@ use_backend(int index, const char **reason)
     pool->arena_failed = 0;
     pool->write_failed = 0;
     pool->unreported_errno = 0;
-    if (copy_failed) {
-        report_write_failure(index, errno);
-    }
     return 0;
 }
 
@@ -709,12 +765,13 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
     Py_BUILD_ASSERT(PERF_MAP_BACKEND == _PyPerfFile_MAP
                     && PERF_JIT_BACKEND == _PyPerfFile_JITDUMP);
     /* Reserve the co_extra slots before anything else can request one, so
-       they have the same indexes in every interpreter. */
+       they have the same indexes in every interpreter (with those taken
+       after forks, see take_slot()). */
     assert(interp->co_extra_user_count == 0);
-    for (int i = 0; i < _PyPerfTrampoline_CODE_EXTRA_SLOTS; i++) {
+    for (Py_ssize_t i = 0; i < state.reserved; i++) {
         interp->co_extra_freefuncs[i] = NULL;
     }
-    interp->co_extra_user_count = _PyPerfTrampoline_CODE_EXTRA_SLOTS;
+    interp->co_extra_user_count = state.reserved;
     /* -X perf and the environment variables cover sub-interpreters too
        (the main interpreter starts in _PyPerfTrampoline_InitFromConfig()).
        If the file cannot be opened, the warning was printed when the main
@@ -790,19 +847,78 @@ _PyPerfTrampoline_EndStartup(void)
     write_held();
 }
 
+/* Take a new co_extra index for the trampolines of pool in this process,
+   the same in every interpreter; the old one stays as the slot this
+   process forked from.  Return -1 if no index is left. */
+static int
+take_slot(trampoline_pool *pool)
+{
+    Py_ssize_t slot = state.reserved;
+    PyInterpreterState *interp;
+    for (interp = PyInterpreterState_Head(); interp != NULL;
+         interp = PyInterpreterState_Next(interp))
+    {
+        slot = Py_MAX(slot, interp->co_extra_user_count);
+    }
+    /* _PyEval_RequestCodeExtraIndex() hands out no more than this. */
+    if (slot >= MAX_CO_EXTRA_USERS - 1) {
+        return -1;
+    }
+    for (interp = PyInterpreterState_Head(); interp != NULL;
+         interp = PyInterpreterState_Next(interp))
+    {
+        for (Py_ssize_t i = interp->co_extra_user_count; i <= slot; i++) {
+            interp->co_extra_freefuncs[i] = NULL;
+        }
+        interp->co_extra_user_count = slot + 1;
+    }
+    state.reserved = slot + 1;
+    state.forked_from[slot] = pool->slot + 1;
+    pool->slot = slot;
+    return 0;
+}
+
+/* Describe the trampolines of the frames the calling thread is running:
+   they were entered before the fork, so they are not looked up again. */
+static void
+describe_running_frames(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    int index = _PyPerfTrampoline_thread.backend;
+    if (tstate == NULL || index < 0) {
+        return;
+    }
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    for (_PyInterpreterFrame *frame = tstate->cframe->current_frame;
+         frame != NULL && !state.pools[index].write_failed;
+         frame = frame->previous)
+    {
+        if (_PyPerfTrampoline_Lookup(frame->f_code) == NULL) {
+            (void)claim_inherited(index, frame->f_code);
+        }
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
 void
 _PyPerfTrampoline_AfterFork_Child(void)
 {
     /* perf copies the parent's memory maps into the child at the fork and
        keeps naming what lies in them from the parent's map file.  So the
        trampolines the child makes go into arenas it maps itself; the ones
-       it inherited keep their addresses, and the parent's names.  The
-       parent's failures are not the child's, which writes files of its
-       own: each starts with the parent's records (see
-       _PyPerfFile_Switch()), and the child writes what the parent held. */
+       it inherited keep their addresses, and their names.  The child's
+       files start empty and describe what the child runs, so that a fork
+       costs the same however much the parent made: each backend takes a
+       new co_extra slot, in which the child's first lookup of each code
+       object misses and finds the trampoline it inherited (see
+       claim_inherited()), and the running frames are described now.  The
+       parent's failures are not the child's. */
     state.pid = (long)getpid();
     state.arenas.next = state.arenas.end = NULL;
     _PyPerfFile_AfterFork();
+    /* A map copied whole names every trampoline the child inherited. */
+    int map_copied = _PyPerfMap_AfterFork();
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         trampoline_pool *pool = &state.pools[i];
         pool->next = pool->limit = NULL;
@@ -810,18 +926,20 @@ _PyPerfTrampoline_AfterFork_Child(void)
         pool->arena_failed = 0;
         pool->write_failed = 0;
         pool->unreported_errno = 0;
+        if (pool->made && !(i == PERF_MAP_BACKEND && map_copied)) {
+            /* With no index left (after some 250 generations of forks),
+               the child keeps its parent's: it then describes only the
+               trampolines it makes. */
+            (void)take_slot(pool);
+        }
         if (pool->users == 0) {
-            _PyPerfFile_DropHeld(backends[i]->kind);
             continue;
         }
-        _PyPerfFile_ClaimHeld(backends[i]->kind, backends[i]);
-        int copy_failed;
         const char *reason = NULL;
-        if (backends[i]->open(&copy_failed, &reason) < 0) {
+        if (backends[i]->open(&reason) < 0) {
             char path[64];
             PyOS_snprintf(path, sizeof(path), "%s",
                           _PyPerfFile_PendingPath(backends[i]->kind));
-            _PyPerfFile_DropHeld(backends[i]->kind);  /* the parent's */
             /* No interpreter of the child uses this backend any more. */
             for (size_t j = state.n_interps; j-- > 0;) {
                 if (state.interps[j].backend == i) {
@@ -834,13 +952,10 @@ _PyPerfTrampoline_AfterFork_Child(void)
             PySys_FormatStderr(
                 "Warning: perf trampolines deactivated in child process "
                 "%ld: cannot open %s: %s\n", (long)getpid(), path, reason);
-            continue;
-        }
-        if (copy_failed || _PyPerfFile_WriteHeld(backends[i]->kind) < 0) {
-            report_write_failure(i, errno);
         }
     }
-    _PyPerfMap_AfterFork();
+    update_this_thread();
+    describe_running_frames();
 }
 
 void

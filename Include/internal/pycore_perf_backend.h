@@ -66,10 +66,9 @@ typedef struct {
     int kind;
     /* Open the file of its kind for this process, or use it if it is
        open already (_PyPerfFile_Switch(), _PyPerfFile_Use()).  Return 0
-       on success, and set *copy_failed if the records of the ancestor's
-       file could not be copied (errno says why); on failure return -1
-       with errno set and *reason set to a static description. */
-    int (*open)(int *copy_failed, const char **reason);
+       on success; on failure return -1 with errno set and *reason set to
+       a static description. */
+    int (*open)(const char **reason);
     /* Describe one trampoline, called name (len bytes, not
        NUL-terminated), with _PyPerfFile_Write().  Return 0 on success; on
        failure return -1 with errno set. */
@@ -78,13 +77,6 @@ typedef struct {
     /* Stop using the file (_PyPerfFile_Close()).  Return 0, or -1 with
        errno set if what was held could not be written. */
     int (*close)(void);
-    /* A forked child's file starts with the parent's records (see
-       _PyPerfFile_Switch()): the first header_size bytes of the
-       parent's file are the file header, not records, and claim_records,
-       if set, rewrites the complete records at the start of a buffer for
-       the calling process and returns their size. */
-    size_t header_size;
-    size_t (*claim_records)(char *buf, size_t size);
 } _PyPerfBackend;
 
 extern const _PyPerfBackend _PyPerfMap_Backend;
@@ -117,9 +109,10 @@ extern void *_PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size,
                                  int prot);
 
 
-/* In a forked child: the C API's map, if it was open, is the child's
-   now (Python/perf_map.c). */
-extern void _PyPerfMap_AfterFork(void);
+/* In a forked child, before anything else opens a file: if the C API
+   wrote to the parent's map, the child's starts with a copy of it
+   (Python/perf_map.c); return 1 if it does. */
+extern int _PyPerfMap_AfterFork(void);
 
 
 /* Debuggers (Python/perf_debugger.c) **************************************/
@@ -154,22 +147,18 @@ extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
    kind's pending file (for writing with access_mode); if the backend
    starts it afresh, Restart it with its header (written again if the
    file is ever found empty); then Switch to it: it becomes the open file
-   of its kind, used once.  If the last file of the kind was an
-   ancestor's (before a fork), its records are copied first, claimed by
-   backend for this process.  Open returns 0 and sets *fd on success; on
+   of its kind, used once.  Open returns 0 and sets *fd on success; on
    failure -1 with errno set and *reason set to a static description (the
-   path is kept for messages: _PyPerfFile_PendingPath()).  Switch returns
-   -1 with errno set if the ancestor's records could not be written. */
+   path is kept for messages: _PyPerfFile_PendingPath()). */
 extern int _PyPerfFile_Open(int kind, const char *path, int access_mode,
                             int *fd, const char **reason);
 extern int _PyPerfFile_Restart(int kind, int fd, const void *header,
                                size_t size);
-extern int _PyPerfFile_Switch(int kind, const _PyPerfBackend *backend);
+extern void _PyPerfFile_Switch(int kind);
 /* The three steps at once for a file without a header, or one more use
    of the file if it is open; as a backend's open(). */
 extern int _PyPerfFile_OpenSimple(int kind, const char *path,
-                                  const _PyPerfBackend *backend,
-                                  int *copy_failed, const char **reason);
+                                  const char **reason);
 /* One more use of the open file of a kind: return 1, or 0 if it is not
    open in this process. */
 extern int _PyPerfFile_Use(int kind);
@@ -177,6 +166,8 @@ extern int _PyPerfFile_Use(int kind);
    -1 with errno set if that could not be written. */
 extern int _PyPerfFile_Close(int kind, int *closed);
 extern const char *_PyPerfFile_Path(int kind);
+/* The bytes of it that this process knows of (see _PyPerfMap_AfterFork()). */
+extern off_t _PyPerfFile_Size(int kind);
 /* Is the file of that kind the file st describes (same device and
    inode)? */
 struct stat;
@@ -201,14 +192,10 @@ extern int _PyPerfFile_WriteHeld(int kind);
    was held 100 ms ago or more; set *wrote if it did so.  On failure
    return -1 with errno set. */
 extern int _PyPerfFile_WriteOverdue(int kind, int *wrote);
-/* Forget what is held for a kind, unwritten. */
-extern void _PyPerfFile_DropHeld(int kind);
 /* In a forked child: none of the imports in progress is the child's, no
-   file is open (each user opens its own, which starts with a copy of the
-   parent's records), and what was held is claimed for the child
-   (ClaimHeld) or dropped. */
+   file is open (each user opens its own) and nothing is held (the parent
+   writes what it held; the child describes what it runs itself). */
 extern void _PyPerfFile_AfterFork(void);
-extern void _PyPerfFile_ClaimHeld(int kind, const _PyPerfBackend *backend);
 extern size_t _PyPerfFile_WrittenBytes(void);
 
 

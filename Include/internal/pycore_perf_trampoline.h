@@ -24,7 +24,8 @@ struct _PyInterpreterFrame;
 
 /* The co_extra slots holding a code object's trampolines, one per backend
    (0: "perf", 1: "perf_jit").  They are reserved in every interpreter when
-   the interpreter is created, so the indexes are valid in all of them. */
+   the interpreter is created, so the indexes are valid in all of them.  A
+   forked child takes new ones (see Python/perf_trampoline.c). */
 #define _PyPerfTrampoline_CODE_EXTRA_SLOTS 2
 
 /* A trampoline: calls evaluator(tstate, frame, throwflag). */
@@ -71,6 +72,10 @@ typedef struct {
     uintptr_t own_span;
     int computed;
     int backend;
+    /* The co_extra index of the backend's trampolines in this process:
+       the backend's index in the first process, a new one in each forked
+       child (see Python/perf_trampoline.c). */
+    Py_ssize_t slot;
 } _PyPerfTrampoline_ThreadState;
 
 extern __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
@@ -94,19 +99,16 @@ _PyPerfTrampoline_HaveStack(void)
 }
 
 /* The trampoline of the thread's backend for co, or NULL if it has none
-   yet.  Only valid where _PyPerfTrampoline_HaveStack().  Every co_extra
-   has our slots: they are reserved before any other, and a co_extra
-   always has a slot for each index requested so far. */
+   yet in this process.  Only valid where _PyPerfTrampoline_HaveStack(). */
 static inline _PyPerfTrampoline_Func
 _PyPerfTrampoline_Lookup(PyCodeObject *co)
 {
     _PyCodeObjectExtra *extra = (_PyCodeObjectExtra *)co->co_extra;
-    if (extra == NULL) {
+    Py_ssize_t slot = _PyPerfTrampoline_thread.slot;
+    if (extra == NULL || extra->ce_size <= slot) {
         return NULL;
     }
-    assert(extra->ce_size >= _PyPerfTrampoline_CODE_EXTRA_SLOTS);
-    return (_PyPerfTrampoline_Func)
-        extra->ce_extras[_PyPerfTrampoline_thread.backend];
+    return (_PyPerfTrampoline_Func)extra->ce_extras[slot];
 }
 #else
 static inline int

@@ -32,10 +32,10 @@ note "benchmarking ($METRIC, rounds: ${ROUNDS:-9}); this takes a few minutes"
 
 # Fork cost (time is measured even with METRIC=instructions: callgrind does
 # not follow forked children).
-note "fork: a parent with 20,000 functions forks 20 children, one at a time"
+note "fork: a parent with 100,000 functions forks 20 children, one at a time"
 for flags in "" "-X perf" "-X perf_jit"; do
     # shellcheck disable=SC2086
-    "$BUILD/python" $flags "$TOP/Tools/perf/bench/fork.py" 20000 20
+    "$BUILD/python" $flags "$TOP/Tools/perf/bench/fork.py" 100000 20
 done
 
 # What in-process unwinds (C++ throws, backtrace()) cost beside many

@@ -9,6 +9,7 @@ dwarf" and "perf inject --jit" on an interpreter without frame pointers.
 import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import unittest
@@ -248,6 +249,90 @@ class RealPerfTests:
                 named / len(in_spin), self.MIN_RATIO,
                 f"only {named} of {len(in_spin)} samples of process {pid} "
                 f"show {own}()")
+
+    WORKER_SCRIPT = """
+        import os, select, sys
+
+        def work():
+            x = 0
+            for i in range(20000):
+                x += i
+            return x
+
+        def serve():
+            # Forks while running: the child's frame of serve() was
+            # entered before the fork.
+            child = os.fork()
+            if child == 0:
+                print(os.getpid(), flush=True)
+                # Until the test closes stdin.
+                while not select.select([sys.stdin], [], [], 0)[0]:
+                    work()
+                os._exit(0)
+            os.waitpid(child, 0)
+
+        work()
+        serve()
+    """
+
+    def record_worker(self):
+        """Fork a worker that runs functions the parent described before
+        the fork, and record it alone with "perf record -p"; return the
+        worker's pid and its samples."""
+        script = self.write_script(self.WORKER_SCRIPT)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        data = os.path.join(tmpdir, "perf.data")
+        perf = perf_command(self.perf, tmpdir)
+        existing = existing_maps()
+        proc = subprocess.Popen([self.python, "-X", self.xoption, script],
+                                stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, env=self.make_env())
+        try:
+            worker = int(proc.stdout.readline())
+            self.forget_dump(worker)
+            self.addCleanup(remove_jitted_objects, worker)
+            self.forget_map(worker)
+            self.forget_map(proc.pid)
+            self.forget_dump(proc.pid)
+            if map_name(worker) in existing:
+                raise StaleMapPath(worker)
+            rec = run_perf([*perf, "record", *self.record_options,
+                            "-e", "cpu-clock", "-o", data, "-p", str(worker),
+                            "--", "sleep", "1"],
+                           "perf record", check=False)
+        finally:
+            proc.stdin.close()
+            proc.wait(timeout=support.LONG_TIMEOUT)
+            proc.stdout.close()
+        if rec.returncode != 0:
+            self.skipTest("perf record failed: "
+                          + rec.stderr.decode(errors="replace")[-300:])
+        if self.inject_jit:
+            injected = os.path.join(tmpdir, "perf.jit.data")
+            run_perf([*perf, "inject", "--jit", "-i", data,
+                      "-o", injected], "perf inject --jit")
+            data = injected
+        return worker, perf_samples_by_pid(perf, data)
+
+    def test_worker_recorded_alone(self):
+        # perf record -p on a forked worker: the trampolines it inherited
+        # are named in its own file, the ones it runs and the one of the
+        # frame that forked.
+        worker, samples = self.retrying(self.record_worker)
+        in_work = [frames for p, frames in samples if p == worker
+                   and any(f.startswith("py::work:") for f in frames)]
+        mine = [frames for p, frames in samples if p == worker]
+        if len(mine) < self.MIN_SAMPLES:
+            self.skipTest(f"only {len(mine)} samples of the worker")
+        self.assertGreaterEqual(len(in_work) / len(mine), self.MIN_RATIO,
+                                f"only {len(in_work)} of {len(mine)} "
+                                f"samples name work()")
+        named = sum(any(f.startswith("py::serve:") for f in frames)
+                    for frames in in_work)
+        self.assertGreaterEqual(named / len(in_work), self.MIN_RATIO,
+                                f"only {named} of {len(in_work)} samples "
+                                f"in work() show serve()")
 
     def test_no_python_frames_without_trampolines(self):
         pid, script, samples = self.retrying(lambda: self.record(False))

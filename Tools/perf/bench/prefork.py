@@ -8,8 +8,8 @@ each runs every function once and leaves with os._exit().  Twice: first
 as is, then with the parent calling PyUnstable_PerfTrampoline_CompileCode()
 on every function's code before forking (through _testcapi, the only way
 to call it from Python).  Prints the median time per worker (fork to the
-end of waitpid()) and the bytes each worker's map grew by beyond the copy
-of the parent's.  Every map is removed afterwards.
+end of waitpid()) and the size of each worker's map.  Every map is removed
+afterwards.
 """
 
 import os
@@ -24,9 +24,7 @@ from descfiles import remove_files, remove_own_files
 
 def run_workers(functions, children):
     times, own = [], []
-    parent_map = f"/tmp/perf-{os.getpid()}.map"
     for _ in range(children):
-        copied = os.path.getsize(parent_map)
         start = time.perf_counter()
         pid = os.fork()
         if pid == 0:
@@ -36,7 +34,7 @@ def run_workers(functions, children):
         os.waitpid(pid, 0)
         times.append(time.perf_counter() - start)
         path = f"/tmp/perf-{pid}.map"
-        own.append(os.path.getsize(path) - copied)
+        own.append(os.path.getsize(path))
         remove_files(pid)
     return statistics.median(times), sum(own) / children
 
@@ -60,7 +58,7 @@ def main():
                        ("pre", "parent compiled them")):
         seconds, own = results[tag]
         print(f"prefork {label:<25} {seconds * 1e3:7.2f} ms per worker, "
-              f"{own / 1e3:8.1f} kB of own map lines")
+              f"{own / 1e3:8.1f} kB of map per worker")
     remove_own_files()
 
 
