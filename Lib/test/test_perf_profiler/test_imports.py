@@ -216,9 +216,8 @@ class TestImports(PerfTestCase):
 
     @support.requires_fork()
     def test_fork_during_import(self):
-        # The child writes what the parent held for it, and what it makes
-        # itself, to its own map; the parent writes its own when its
-        # import ends.
+        # The child names what it runs, inherited or not, in its own map;
+        # the parent writes what it held when its import ends.
         module = """
             import __main__, os
             def before_fork():
@@ -231,6 +230,7 @@ class TestImports(PerfTestCase):
                     def child_only():
                         return 2
                     child_only()
+                    before_fork()
                     # Nothing open on the parent's map.
                     code = 0 if not __main__.description_fds() else 2
                 finally:

@@ -251,7 +251,7 @@ class RealPerfTests:
                 f"show {own}()")
 
     WORKER_SCRIPT = """
-        import os, select, sys
+        import os
 
         def work():
             x = 0
@@ -264,9 +264,15 @@ class RealPerfTests:
             # entered before the fork.
             child = os.fork()
             if child == 0:
-                print(os.getpid(), flush=True)
+                os.write(1, b"%d\\n" % os.getpid())
                 # Until the test closes stdin.
-                while not select.select([sys.stdin], [], [], 0)[0]:
+                os.set_blocking(0, False)
+                while True:
+                    try:
+                        if not os.read(0, 1):
+                            break
+                    except BlockingIOError:
+                        pass
                     work()
                 os._exit(0)
             os.waitpid(child, 0)
@@ -289,7 +295,10 @@ class RealPerfTests:
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=self.make_env())
         try:
-            worker = int(proc.stdout.readline())
+            line = proc.stdout.readline()
+            if not line.strip().isdigit():
+                self.fail(f"the program printed {line!r}, not a pid")
+            worker = int(line)
             self.forget_dump(worker)
             self.addCleanup(remove_jitted_objects, worker)
             self.forget_map(worker)
