@@ -81,6 +81,16 @@ class RealPerfTests:
             raise unittest.SkipTest("perf is not installed")
         check_perf_record(cls.perf, cls.python, cls.record_options)
 
+    def inject(self, perf, data):
+        """The recording to read: data itself, or for a backend that needs
+        it, a copy with the trampolines injected by "perf inject --jit"."""
+        if not self.inject_jit:
+            return data
+        injected = os.path.splitext(data)[0] + ".jit.data"
+        run_perf([*perf, "inject", "--jit", "-i", data, "-o", injected],
+                 "perf inject --jit")
+        return injected
+
     def record(self, trampolines):
         """Record PERF_SCRIPT, with the backend active if trampolines is
         true; return (python's pid, script path, [[symbol, ...] innermost
@@ -115,11 +125,7 @@ class RealPerfTests:
                 # without perf (run_python() fails the test otherwise).
                 self.run_python(*flags, script, executable=self.python)
             self.skipTest(f"perf record failed: {err[-300:]}")
-        if self.inject_jit:
-            injected = os.path.join(tmpdir, "perf.jit.data")
-            run_perf([*perf, "inject", "--jit", "-i", data,
-                      "-o", injected], "perf inject --jit")
-            data = injected
+        data = self.inject(perf, data)
         samples = perf_samples(perf, data)
         if len(samples) < self.MIN_SAMPLES:
             self.skipTest(f"perf recorded only {len(samples)} samples")
@@ -222,11 +228,7 @@ class RealPerfTests:
             raise StaleMapPath(pids)
         for pid in pids:
             self.forget_map(pid)
-        if self.inject_jit:
-            injected = os.path.join(tmpdir, "perf.jit.data")
-            run_perf([*perf, "inject", "--jit", "-i", data,
-                      "-o", injected], "perf inject --jit")
-            data = injected
+        data = self.inject(perf, data)
         return pids, perf_samples_by_pid(perf, data)
 
     def test_forked_child_named_after_its_own_functions(self):
@@ -317,11 +319,7 @@ class RealPerfTests:
         if rec.returncode != 0:
             self.skipTest("perf record failed: "
                           + rec.stderr.decode(errors="replace")[-300:])
-        if self.inject_jit:
-            injected = os.path.join(tmpdir, "perf.jit.data")
-            run_perf([*perf, "inject", "--jit", "-i", data,
-                      "-o", injected], "perf inject --jit")
-            data = injected
+        data = self.inject(perf, data)
         return worker, perf_samples_by_pid(perf, data)
 
     def test_worker_recorded_alone(self):
