@@ -153,9 +153,12 @@ static struct {
        may_tell()), as of last_ns of its CPU time. */
     int64_t credit_ns;
     int64_t last_ns;
+    /* On CLOCK_MONOTONIC: the CPU time is not read again before then
+       (see may_tell()). */
+    int64_t next_look_ns;
     /* Where images come from. */
     _PyPerfRegion images;
-} debugger = {DEBUGGER_BURST_NS, 0, {NULL, NULL}};
+} debugger = {DEBUGGER_BURST_NS, 0, 0, {NULL, NULL}};
 
 /* The CPU time of the process: it does not advance while a debugger has
    the process stopped, however slowly the debugger answers. */
@@ -226,6 +229,23 @@ tell_debugger(struct _PyPerfDebugImage *image)
 static int
 may_tell(void)
 {
+    if (debugger.credit_ns >= NOTIFY_COST_NS) {
+        /* The credit is brought up to date only when it runs short:
+           reading the CPU time is a system call, which a program that
+           starts many functions would make for each. */
+        return 1;
+    }
+    /* Nor before enough wall time has passed for the CPU time to make up
+       the difference (a process uses its CPU time no faster than that,
+       but for its other threads, which only makes the rule stricter). */
+    struct timespec ts;
+    int64_t wall = 0;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
+        wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+        if (wall < debugger.next_look_ns) {
+            return 0;
+        }
+    }
     int64_t now = cpu_time_ns();
     if (now < debugger.last_ns) {
         /* A forked child's CPU time starts again from zero. */
@@ -236,7 +256,11 @@ may_tell(void)
         debugger.credit_ns = DEBUGGER_BURST_NS;
     }
     debugger.last_ns = now;
-    return debugger.credit_ns >= NOTIFY_COST_NS;
+    if (debugger.credit_ns < NOTIFY_COST_NS) {
+        debugger.next_look_ns = wall + NOTIFY_COST_NS - debugger.credit_ns;
+        return 0;
+    }
+    return 1;
 }
 
 static void

@@ -149,6 +149,21 @@ jitdump_open(const char **reason)
     return 0;
 }
 
+/* The calling thread's id, for load records, asked of the kernel once
+   per thread and process (the dump is this process's: its header has
+   the process id). */
+static uint32_t
+this_thread_id(void)
+{
+    static __thread long pid = 0;
+    static __thread uint32_t tid;
+    if (pid != jitdump.header_pid) {
+        tid = (uint32_t)PyThread_get_thread_native_id();
+        pid = jitdump.header_pid;
+    }
+    return tid;
+}
+
 static int
 jitdump_write_entry(const void *code, size_t size, const char *name,
                     size_t names)
@@ -203,8 +218,8 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     _PyPerfBuf_PutU32(&b, JIT_CODE_LOAD);
     _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
     _PyPerfBuf_PutU64(&b, now);
-    _PyPerfBuf_PutU32(&b, (uint32_t)getpid());
-    _PyPerfBuf_PutU32(&b, (uint32_t)PyThread_get_thread_native_id());
+    _PyPerfBuf_PutU32(&b, (uint32_t)jitdump.header_pid);
+    _PyPerfBuf_PutU32(&b, this_thread_id());
     _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* vma */
     _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* code address */
     _PyPerfBuf_PutU64(&b, size);
@@ -215,7 +230,7 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    int res = _PyPerfFile_Write(_PyPerfFile_JITDUMP, b.buf, b.len);
+    int res = _PyPerfFile_WriteLater(_PyPerfFile_JITDUMP, b.buf, b.len);
     if (mem != small) {
         PyMem_RawFree(mem);
     }

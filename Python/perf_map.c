@@ -60,7 +60,9 @@ put_hex(char *p, uintptr_t v)
 }
 
 /* Append the line "ADDR SIZE NAME" to the map, with the control
-   characters of name (len bytes) replaced if "sanitize" is set. */
+   characters of name (len bytes) replaced if "sanitize" is set (an entry
+   of the C API, written at once), held with other descriptions of
+   trampolines otherwise. */
 static int
 write_line(const void *code, size_t size, const char *name, size_t len,
            int sanitize)
@@ -92,7 +94,9 @@ write_line(const void *code, size_t size, const char *name, size_t len,
     *p++ = '\n';
     /* Whole lines only: with O_APPEND each write() reaches the file at
        once and never interleaves with other writers. */
-    int res = _PyPerfFile_Write(_PyPerfFile_MAP, line, (size_t)(p - line));
+    int res = sanitize
+        ? _PyPerfFile_Write(_PyPerfFile_MAP, line, (size_t)(p - line))
+        : _PyPerfFile_WriteLater(_PyPerfFile_MAP, line, (size_t)(p - line));
     if (line != small) {
         PyMem_RawFree(line);
     }

@@ -147,10 +147,8 @@ static struct {
     /* Statistics, for tests and benchmarks. */
     size_t arena_bytes;
     size_t trampolines;
-    /* The process that opened the files: a child that was forked without
-       PyOS_AfterFork_Child() (a raw fork() through ctypes, say) is caught
-       when it makes its first trampoline. */
-    long pid;
+    /* Set once atfork_child() is registered. */
+    int watching_forks;
     /* co_extra indexes reserved in every interpreter, ours and others'
        before the last slot we took: each interpreter gets at least this
        many, so that a slot is the same index in all of them. */
@@ -303,6 +301,13 @@ new_arena(const _PyPerfBackend *backend, trampoline_pool *pool)
     if (mem == NULL) {
         return -1;
     }
+#ifdef MADV_POPULATE_WRITE
+    /* Every page is written below: one call maps them all, where a fault
+       per page cost perf_jit (a page per 16 trampolines) a tenth of the
+       time of making new functions.  Kernels before 5.14 refuse it, and
+       the pages then fault in as usual. */
+    (void)madvise(mem, size, MADV_POPULATE_WRITE);
+#endif
     /* The first slot: the template, then instructions that trap up to
        the next slot.  Copy it over the arena, doubling what is copied
        each time; what is left after the last whole slot traps too. */
@@ -497,9 +502,28 @@ describe(int index, char *code, PyCodeObject *co, int is_new)
     if (backend->write_entry(code, size, name, n) < 0) {
         report_write_failure(index, errno);
     }
+    else if (_PyPerfFile_held) {
+        /* Written in time by the eval breaker (see
+           Python/perf_description_file.c). */
+        _Py_atomic_store_relaxed(
+            &_PyInterpreterState_GET()->ceval.eval_breaker, 1);
+    }
     if (name != small) {
         PyMem_RawFree(name);
     }
+}
+
+/* Set in a child forked by fork() (the C library's), however it was
+   called: a child forked without PyOS_AfterFork_Child() (a raw fork()
+   through ctypes, say) is caught when it makes its first trampoline.
+   (Comparing getpid() with the pid that opened the files, as an earlier
+   version did, cost a system call per new trampoline.) */
+static volatile int forked = 0;
+
+static void
+atfork_child(void)
+{
+    forked = 1;
 }
 
 /* Give co, in this process's slot of the backend at index, the
@@ -524,7 +548,7 @@ claim_inherited(int index, PyCodeObject *co)
 static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
-    if (state.pid != (long)getpid()) {
+    if (forked) {
         _PyPerfTrampoline_AfterFork_Child();
     }
     int index = _PyPerfTrampoline_thread.backend;
@@ -697,10 +721,18 @@ use_backend(int index, const char **reason)
         return 0;
     }
     init_template();
+    if (!state.watching_forks) {
+        /* Once per process and its children, which inherit it. */
+        if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
+            *reason = strerror(ENOMEM);
+            errno = ENOMEM;
+            return -1;
+        }
+        state.watching_forks = 1;
+    }
     if (backends[index]->open(reason) < 0) {
         return -1;
     }
-    state.pid = (long)getpid();
     pool->users = 1;
     pool->arena_failed = 0;
     pool->write_failed = 0;
@@ -819,16 +851,20 @@ write_held(void)
     }
 }
 
-/* Called where the thread is about to release the GIL, which may be in
-   the middle of anything: no Python code may run, so a failure is
-   reported later, by the thread's next new trampoline. */
+/* Called at the eval breaker (all = 0: only what is due) and where the
+   thread is about to release the GIL (all = 1), which may be in the
+   middle of anything: no Python code may run, so a failure is reported
+   later, by the thread's next new trampoline. */
 void
-_PyPerfTrampoline_WriteOverdue(void)
+_PyPerfTrampoline_WriteHeld(int all)
 {
+    if (!all && _PyPerfFile_Now() < _PyPerfFile_deadline) {
+        return;
+    }
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         int wrote;
         trampoline_pool *pool = &state.pools[i];
-        if (_PyPerfFile_WriteOverdue(backends[i]->kind, &wrote) < 0
+        if (_PyPerfFile_WriteOverdue(backends[i]->kind, all, &wrote) < 0
             && pool->users > 0 && !pool->write_failed)
         {
             pool->write_failed = 1;
@@ -914,7 +950,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
        object misses and finds the trampoline it inherited (see
        claim_inherited()), and the running frames are described now.  The
        parent's failures are not the child's. */
-    state.pid = (long)getpid();
+    forked = 0;
     state.arenas.next = state.arenas.end = NULL;
     _PyPerfFile_AfterFork();
     /* A map copied whole names every trampoline the child inherited. */
@@ -994,11 +1030,12 @@ PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
     return Py_BuildValue(
-        "{snsnsnsn}",
+        "{snsnsnsnsn}",
         "arena_bytes", (Py_ssize_t)state.arena_bytes,
         "trampolines", (Py_ssize_t)state.trampolines,
         "trampoline_size", (Py_ssize_t)state.template_size,
-        "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes());
+        "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes(),
+        "writes", (Py_ssize_t)_PyPerfFile_Writes());
 }
 
 
@@ -1128,10 +1165,11 @@ _PyPerfTrampoline_SetArenaFailureForTesting(int Py_UNUSED(fail))
 PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
-    return Py_BuildValue("{snsnsnsn}", "arena_bytes", (Py_ssize_t)0,
+    return Py_BuildValue("{snsnsnsnsn}", "arena_bytes", (Py_ssize_t)0,
                          "trampolines", (Py_ssize_t)0,
                          "trampoline_size", (Py_ssize_t)0,
-                         "written_bytes", (Py_ssize_t)0);
+                         "written_bytes", (Py_ssize_t)0,
+                         "writes", (Py_ssize_t)0);
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -178,6 +178,10 @@ extern const char *_PyPerfFile_PendingPath(int kind);
    interpreter starts up or this thread imports.  Return 0 on success; -1
    with errno set (EBADF if the file is not open in this process). */
 extern int _PyPerfFile_Write(int kind, const void *buf, size_t size);
+/* The same, but held in any case, to be written together with others
+   within a bounded time (see Python/perf_description_file.c): for the
+   descriptions of trampolines. */
+extern int _PyPerfFile_WriteLater(int kind, const void *buf, size_t size);
 /* Hold what is written during start-up (until EndHold) and while this
    thread imports (until its outermost import ends).  WriteHeld writes
    what is held for a kind unless something still holds it; on failure
@@ -188,15 +192,18 @@ extern void _PyPerfFile_BeginImport(void);
 extern void _PyPerfFile_EndImport(void);
 extern int _PyPerfFile_Holding(void);
 extern int _PyPerfFile_WriteHeld(int kind);
-/* Write what is held for a kind, whatever holds it, if the first of it
-   was held 100 ms ago or more; set *wrote if it did so.  On failure
+/* Write what is held for a kind, whatever holds it, if "all" is set or
+   the first of it is overdue; set *wrote if it did so.  On failure
    return -1 with errno set. */
-extern int _PyPerfFile_WriteOverdue(int kind, int *wrote);
+extern int _PyPerfFile_WriteOverdue(int kind, int all, int *wrote);
+/* The clock of _PyPerfFile_deadline. */
+extern int64_t _PyPerfFile_Now(void);
 /* In a forked child: none of the imports in progress is the child's, no
    file is open (each user opens its own) and nothing is held (the parent
    writes what it held; the child describes what it runs itself). */
 extern void _PyPerfFile_AfterFork(void);
 extern size_t _PyPerfFile_WrittenBytes(void);
+extern size_t _PyPerfFile_Writes(void);
 
 
 /* Binary records (jitdump, DWARF) ******************************************/

@@ -182,27 +182,52 @@ extern void _PyPerfTrampoline_EndStartup(void);
 
 /* Called by the import system around each import (Python/import.c):
    what is described during an import is written when the outermost one
-   of the thread ends, or once it has waited 100 ms, at the next
-   description or _PyPerfTrampoline_BeforeBlocking(). */
+   of the thread ends, if not before (see
+   Python/perf_description_file.c). */
 extern void _PyPerfTrampoline_BeginImport(void);
 extern void _PyPerfTrampoline_EndImport(void);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-/* Non-zero while descriptions are held (Python/perf_description_file.c). */
+/* Non-zero while descriptions are held, and when the first of them is
+   due (Python/perf_description_file.c). */
 extern int _PyPerfFile_held;
-extern void _PyPerfTrampoline_WriteOverdue(void);
+extern int64_t _PyPerfFile_deadline;
+extern void _PyPerfTrampoline_WriteHeld(int all);
 #endif
 
 /* Called by PyEval_SaveThread(), before a thread releases the GIL (to
-   sleep, wait or do I/O): descriptions that have waited too long are
-   written, so that a thread that runs a service loop in an import does
-   not keep them from the file.  One load and branch otherwise. */
+   sleep, wait or do I/O): what is held is written, since the thread may
+   not run the eval breaker for long.  One load and branch otherwise. */
 static inline void
 _PyPerfTrampoline_BeforeBlocking(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     if (_PyPerfFile_held) {
-        _PyPerfTrampoline_WriteOverdue();
+        _PyPerfTrampoline_WriteHeld(1);
+    }
+#endif
+}
+
+/* Whether the eval breaker must stay set: while descriptions are held,
+   each check of it (function entries, backward jumps) calls
+   _PyPerfTrampoline_AtEvalBreaker(), which writes them once they are
+   due, so that a thread busy in Python code does not keep them back. */
+static inline int
+_PyPerfTrampoline_EvalBreakerWanted(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    return _PyPerfFile_held != 0;
+#else
+    return 0;
+#endif
+}
+
+static inline void
+_PyPerfTrampoline_AtEvalBreaker(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    if (_PyPerfFile_held) {
+        _PyPerfTrampoline_WriteHeld(0);
     }
 #endif
 }
@@ -220,7 +245,7 @@ extern void _PyPerfTrampoline_Fini(void);
 
 /* For tests (_testinternalcapi) and benchmarks: make arena allocation
    fail, and get counters (arena bytes mapped, trampolines handed out,
-   bytes of one trampoline, bytes written to description files). */
+   bytes of one trampoline, bytes and writes to description files). */
 PyAPI_FUNC(void) _PyPerfTrampoline_SetArenaFailureForTesting(int fail);
 PyAPI_FUNC(PyObject *) _PyPerfTrampoline_GetStats(void);
 

@@ -208,10 +208,12 @@ class TestImports(PerfTestCase):
                 return 2
             second()
         """)
-        # Both were held: the file is created again when the import ends.
+        # first() was written before the thread released the GIL to remove
+        # the file, and went with it; the file is created again for
+        # second().
         self.assertEqual(res["after"], [])
         text = self.assert_map_file(pid)
-        self.assert_symbol_count(text, f"py::first:{res['module']}", 1)
+        self.assert_symbol_count(text, f"py::first:{res['module']}", 0)
         self.assert_symbol_count(text, f"py::second:{res['module']}", 1)
 
     @support.requires_fork()

@@ -1,0 +1,132 @@
+"""Descriptions are held in memory and written together, but never for
+long: a program that keeps making new functions does not pay a write for
+each, and a profiler reading the file while the process runs finds every
+name soon after its function first ran, whatever the thread does next."""
+
+import os
+import subprocess
+import sys
+import time
+import unittest
+
+from test import support
+from test.support import import_helper
+from test.test_perf_profiler.util import (PerfTestCase, jitdump_path,
+                                          perf_map_path,
+                                          requires_perf_trampoline)
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+
+BACKENDS = ("perf", "perf_jit")
+
+
+class TestHeld(PerfTestCase):
+
+    def written(self, pid, backend, name):
+        """Whether the file of backend of pid describes name now (read as
+        it is, maybe while a record is being appended)."""
+        path = (perf_map_path(pid) if backend == "perf"
+                else jitdump_path(pid))
+        try:
+            with open(path, "rb") as f:
+                data = f.read()
+        except FileNotFoundError:
+            return False
+        if backend == "perf":
+            return b" " + name.encode() + b"\n" in data
+        return name.encode() + b"\0" in data
+
+    def wait_for_name(self, source, name):
+        """Run source with each backend until it prints its pid, then
+        wait (at most LONG_TIMEOUT) for name to appear in its file while
+        it goes on running; the process is killed afterwards."""
+        script = self.write_script(source)
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = subprocess.Popen(
+                    [sys.executable, "-X", backend, script],
+                    stdout=subprocess.PIPE, env=self.make_env())
+                try:
+                    pid = int(proc.stdout.readline())
+                    self.forget_map(pid)
+                    self.forget_dump(pid)
+                    deadline = time.monotonic() + support.LONG_TIMEOUT
+                    full = name.replace("SCRIPT", script)
+                    while not self.written(pid, backend, full):
+                        self.assertLess(time.monotonic(), deadline,
+                                        f"{full} not written")
+                        time.sleep(0.05)
+                    self.assertIsNone(proc.poll(), "the program ended")
+                finally:
+                    proc.kill()
+                    proc.wait()
+                    proc.stdout.close()
+
+    def test_busy_thread(self):
+        # The thread runs Python code for ever, makes no new function and
+        # never releases the GIL: the eval breaker writes the name.
+        self.wait_for_name("""
+            import os
+            os.write(1, b"%d\\n" % os.getpid())
+            def busy():
+                while True:
+                    pass
+            busy()
+        """, "py::busy:SCRIPT")
+
+    def test_sleeping_thread(self):
+        # The thread sleeps for ever right after its new function ran.
+        self.wait_for_name("""
+            import os, time
+            os.write(1, b"%d\\n" % os.getpid())
+            def before_sleep():
+                return 1
+            before_sleep()
+            time.sleep(1000)
+        """, "py::before_sleep:SCRIPT")
+
+    def test_os_exit(self):
+        # A forked worker's way out writes what is held.
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import os
+                    def last():
+                        return 1
+                    last()
+                    os._exit(0)
+                """, flags=("-X", backend))
+                names = [n for _, _, n in self.described_entries(pid,
+                                                                 backend)]
+                self.assertIn(f"py::last:{script}", names)
+
+    def test_new_functions_written_together(self):
+        # 2,000 new functions, one after the other, with no other reason
+        # to write: far fewer writes than functions, and every name there.
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import json, _testinternalcapi
+                    before = _testinternalcapi.get_perf_trampoline_stats()
+                    for i in range(2000):
+                        exec(f"def f{i}():\\n    return {i}\\nf{i}()", {})
+                    after = _testinternalcapi.get_perf_trampoline_stats()
+                    print(json.dumps([before, after]))
+                """, flags=("-X", backend))
+                before, after = self.last_json(out)
+                self.assertGreaterEqual(
+                    after["trampolines"] - before["trampolines"], 2000)
+                writes = after["writes"] - before["writes"]
+                self.assertLess(writes, 500)
+                names = {n for _, _, n in self.described_entries(pid,
+                                                                 backend)}
+                self.assertGreaterEqual(
+                    names, {f"py::f{i}:<string>" for i in range(2000)})
+
+
+if __name__ == "__main__":
+    unittest.main()
