@@ -39,8 +39,8 @@
 
 /* The descriptions of trampolines made in a burst (from the BURST_MIN-th
    that came within BURST_NS of the one before) are held in memory and
-   written together: opening the file, checking it and writing it for each one
-   made a program that keeps making new functions 3.4 times as slow as
+   written together: opening the file, checking it and writing it for
+   each one made a program that keeps making new functions 3.4 times as slow as
    without the support, and a forked worker that names 20,000 functions
    it inherited took 300 ms to do so.  (A descriptor kept open between
    writes would be seen by the program, which could also close it and
@@ -605,7 +605,7 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size)
             now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
         }
         files.in_burst = (now - files.last_description < BURST_NS
-                          ? files.in_burst + 1 : 1);
+                          ? Py_MIN(files.in_burst + 1, BURST_MIN) : 1);
         files.last_description = now;
         res = hold(f, buf, size);
         if (res == 0 && files.in_burst < BURST_MIN && !holding()) {
