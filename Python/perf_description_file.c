@@ -627,7 +627,7 @@ _PyPerfFile_WriteHeld(int kind)
 }
 
 int
-_PyPerfFile_WriteOverdue(int kind, int all, int *wrote)
+_PyPerfFile_WriteHeldNow(int kind, int all, int *wrote)
 {
     LOCK();
     description_file *f = &files.file[kind];

@@ -864,7 +864,7 @@ _PyPerfTrampoline_WriteHeld(int all)
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         int wrote;
         trampoline_pool *pool = &state.pools[i];
-        if (_PyPerfFile_WriteOverdue(backends[i]->kind, all, &wrote) < 0
+        if (_PyPerfFile_WriteHeldNow(backends[i]->kind, all, &wrote) < 0
             && pool->users > 0 && !pool->write_failed)
         {
             pool->write_failed = 1;

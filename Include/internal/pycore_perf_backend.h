@@ -195,8 +195,9 @@ extern int _PyPerfFile_WriteHeld(int kind);
 /* Write what is held for a kind, whatever holds it, if "all" is set or
    the first of it is overdue; set *wrote if it did so.  On failure
    return -1 with errno set. */
-extern int _PyPerfFile_WriteOverdue(int kind, int all, int *wrote);
-/* The clock of _PyPerfFile_deadline. */
+extern int _PyPerfFile_WriteHeldNow(int kind, int all, int *wrote);
+/* When the first of what is held is due, and the clock it is on. */
+extern int64_t _PyPerfFile_deadline;
 extern int64_t _PyPerfFile_Now(void);
 /* In a forked child: none of the imports in progress is the child's, no
    file is open (each user opens its own) and nothing is held (the parent

@@ -188,10 +188,8 @@ extern void _PyPerfTrampoline_BeginImport(void);
 extern void _PyPerfTrampoline_EndImport(void);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-/* Non-zero while descriptions are held, and when the first of them is
-   due (Python/perf_description_file.c). */
+/* Non-zero while descriptions are held (Python/perf_description_file.c). */
 extern int _PyPerfFile_held;
-extern int64_t _PyPerfFile_deadline;
 extern void _PyPerfTrampoline_WriteHeld(int all);
 #endif
 

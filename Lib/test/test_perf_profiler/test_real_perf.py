@@ -81,6 +81,15 @@ class RealPerfTests:
             raise unittest.SkipTest("perf is not installed")
         check_perf_record(cls.perf, cls.python, cls.record_options)
 
+    def new_recording(self):
+        """(the start of perf's command lines, the path of the recording,
+        the maps in /tmp before it), in a new directory that goes away
+        with the test."""
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(os_helper.rmtree, tmpdir)
+        return (perf_command(self.perf, tmpdir),
+                os.path.join(tmpdir, "perf.data"), existing_maps())
+
     def inject(self, perf, data):
         """The recording to read: data itself, or for a backend that needs
         it, a copy with the trampolines injected by "perf inject --jit"."""
@@ -96,12 +105,8 @@ class RealPerfTests:
         true; return (python's pid, script path, [[symbol, ...] innermost
         first, per sample])."""
         script = self.write_script(self.PERF_SCRIPT)
-        tmpdir = tempfile.mkdtemp()
-        self.addCleanup(os_helper.rmtree, tmpdir)
-        data = os.path.join(tmpdir, "perf.data")
         flags = ("-X", self.xoption) if trampolines else ()
-        perf = perf_command(self.perf, tmpdir)
-        existing = existing_maps()
+        perf, data, existing = self.new_recording()
         cmd = [*perf, "record", *self.record_options,
                "-e", "cpu-clock", "-o", data, "--",
                self.python, *flags, script]
@@ -207,11 +212,7 @@ class RealPerfTests:
 
     def record_fork(self):
         script = self.write_script(self.FORK_SCRIPT)
-        tmpdir = tempfile.mkdtemp()
-        self.addCleanup(os_helper.rmtree, tmpdir)
-        data = os.path.join(tmpdir, "perf.data")
-        perf = perf_command(self.perf, tmpdir)
-        existing = existing_maps()
+        perf, data, existing = self.new_recording()
         proc = run_perf([*perf, "record", *self.record_options,
                          "-e", "cpu-clock", "-o", data, "--",
                          self.python, "-X", self.xoption, script],
@@ -290,11 +291,7 @@ class RealPerfTests:
         the fork, and record it alone with "perf record -p"; return the
         worker's pid and its samples."""
         script = self.write_script(self.WORKER_SCRIPT)
-        tmpdir = tempfile.mkdtemp()
-        self.addCleanup(os_helper.rmtree, tmpdir)
-        data = os.path.join(tmpdir, "perf.data")
-        perf = perf_command(self.perf, tmpdir)
-        existing = existing_maps()
+        perf, data, existing = self.new_recording()
         proc = subprocess.Popen([self.python, "-X", self.xoption, script],
                                 stdin=subprocess.PIPE,
                                 stdout=subprocess.PIPE, env=self.make_env())
