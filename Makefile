@@ -20,16 +20,21 @@
 #   make deb         ... and its binary packages, in build/deb
 #   make deb-check   install them into a clean debootstrapped Debian 12
 #                    and check them there
+#   make apt-repo    a signed apt repository of them, in build/apt-repo
+#                    (APT_REPO_KEY=KEYID, APT_REPO_URI=URI)
+#   make apt-repo-check
+#                    use it from a clean debootstrapped Debian 12 as a
+#                    fleet machine would
 #
 # PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
 # source instead of Debian's source package.
 
 TOOLS = Tools/perf
 export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
-	ROUNDS BENCH_JSON BENCH_ARGS METRIC
+	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI
 
 .PHONY: all build deps demo test patch refresh test-full abi-check test-asan \
-	test-load test-cross bench deb-source deb deb-check \
+	test-load test-cross bench deb-source deb deb-check apt-repo apt-repo-check \
 	clean distclean
 
 all: build
@@ -86,14 +91,25 @@ deb-check:
 	@$(TOOLS)/deps.sh --deb-check
 	@$(TOOLS)/deb-check.sh
 
+apt-repo:
+	@$(TOOLS)/deps.sh --apt-repo
+	@$(TOOLS)/apt-repo.sh
+
+apt-repo-check:
+	@$(TOOLS)/deps.sh --deb-check
+	@$(TOOLS)/apt-repo-check.sh
+
 # Keep the downloads and the pristine tree; rebuild everything else.
 clean:
 	rm -rf build/obj build/cpython build/python build/python-gdb.py \
 		build/*.stamp build/assembled-files.txt build/demo build/*.log \
 		build/*.patch build/abi build/asan build/cross-* build/test-results.xml \
-		build/pristine-obj build/deb
+		build/pristine-obj build/deb build/apt-repo build/apt-repo-check
 
-# build/deb-root is a Debian root; make sure nothing is mounted in it.
+# build/deb-root and build/apt-repo-root are Debian roots; make sure
+# nothing is mounted in them.  This also removes build/apt-repo-key, the
+# signing key make apt-repo made.
 distclean:
-	-umount -l build/deb-root/proc build/deb-root/dev/pts 2>/dev/null
+	-for r in build/deb-root build/apt-repo-root; do \
+		umount -l $$r/proc $$r/dev/pts 2>/dev/null; done
 	rm -rf build

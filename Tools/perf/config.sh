@@ -5,8 +5,9 @@ PY_VERSION=3.11.2
 # Python-3.11.2.tgz release.
 BASE_SHA256=2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
 BASE_TARBALL_NAME=python3.11_${PY_VERSION}.orig.tar.gz
-# The Debian revision whose patch stack "make patch" checks against and
-# that "make deb" builds on; its .dsc pins the packaging's tarballs.
+# The Debian revision whose patch stack "make patch" checks against; its
+# .dsc pins the packaging's tarballs.  "make deb" builds on the newest
+# revision the archive serves the source of (Tools/perf/deb-archive.sh).
 DEBIAN_VERSION=3.11.2-6+deb12u8
 DEBIAN_DSC_SHA256=197fa19ab45f41c820f40f6d9ead671c2ea29ddc53ba9424b36f1bf58458a10e
 

@@ -13,37 +13,14 @@
 #  - Tools/perf/deb-revert.sh brings Debian's own packages back.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/deb-root.sh"
 
 DEB=$BUILD/deb
-ROOT=$BUILD/deb-root
 LOG=$BUILD/deb-check.log
 ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
-[ "$(id -u)" = 0 ] || die "make deb-check needs root (debootstrap, chroot)"
 
-# The archives apt uses here, for the root's own apt.
-entries=$(debian_archives)
-mirror=$(awk '$2 == "bookworm" { print $1; exit }' <<<"$entries")
-[ -n "$mirror" ] || die "apt has no deb entry for Debian 12 (bookworm) main"
-
-umount_root() {
-    for m in proc dev/pts; do
-        if mountpoint -q "$ROOT/$m"; then umount -l "$ROOT/$m"; fi
-    done
-}
 trap umount_root EXIT
-
-# A new root each time: what the last run installed must not count.
-umount_root
-rm -rf "$ROOT"
-note "making a clean Debian 12 root in $ROOT (debootstrap)"
-debootstrap --variant=minbase bookworm "$ROOT" "$mirror" >"$LOG" 2>&1 \
-    || { tail -20 "$LOG" >&2; die "debootstrap failed (log: $LOG)"; }
-awk '{ print "deb", $1, $2, "main" }' <<<"$entries" >"$ROOT/etc/apt/sources.list"
-mount -t proc proc "$ROOT/proc"
-mount -t devpts devpts "$ROOT/dev/pts"
-in_root() {
-    chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LC_ALL=C.UTF-8 "$@"
-}
+make_root "$BUILD/deb-root" "$LOG"
 
 note "installing the packages with apt, and archive packages with compiled extensions"
 rm -rf "$ROOT/tmp/debs"

@@ -2,8 +2,10 @@
 # "make deb-source" and "make deb": Debian 12's own python3.11 packages,
 # with perf trampolines.
 #
-# Debian's source package (the revision "make patch" checks against,
-# sha256-pinned) gets the combined patch as the last of its quilt series,
+# Debian's source package (the newest revision whose source the archive
+# serves, checked by apt against the archive's signed index; the revision
+# "make patch" checks against is also sha256-pinned) gets the combined
+# patch as the last of its quilt series,
 # the changes of Tools/perf/debian/rules.patch (frame pointers; the PGO
 # training task) and a changelog entry for a version that sorts above
 # Debian's.  "make deb-source" stops at the source package; "make deb"
@@ -14,23 +16,26 @@ set -euo pipefail
 
 mode=${1:---binary}
 DEB=$BUILD/deb
-PKG_VERSION=$DEBIAN_VERSION+perf1
-SRCDIR=$DEB/python3.11-$PY_VERSION
 PATCH=$BUILD/cpython-$PY_VERSION-perf-trampoline.patch
 # Debian's options for a faster build that gives users the same packages:
 # no test suite run, no benchmark run.
 BUILD_OPTIONS="nocheck nobench parallel=$(nproc)"
 
 [ -f "$PATCH" ] || die "no $PATCH: run make patch first"
-"$TOP/Tools/perf/fetch.sh" --debian
-dsc=$DOWNLOADS/python3.11_$DEBIAN_VERSION.dsc
-[ -f "$dsc" ] || die "Debian's python3.11 $DEBIAN_VERSION source package is not in $DOWNLOADS"
-[ "$(sha256sum "$dsc" | cut -d' ' -f1)" = "$DEBIAN_DSC_SHA256" ] \
-    || die "sha256 mismatch: $dsc is not the pinned python3.11 $DEBIAN_VERSION"
+# The newest revision whose source the archive serves, so that the
+# packages carry Debian's latest fixes (it warns when the archive has a
+# newer binary revision whose source it does not serve).
+DEBIAN_BASE=$("$TOP/Tools/perf/deb-archive.sh" --base)
+PKG_VERSION=$DEBIAN_BASE+perf1
+SRCDIR=$DEB/python3.11-$PY_VERSION
+dsc=$DOWNLOADS/python3.11_$DEBIAN_BASE.dsc
+[ -f "$dsc" ] || die "Debian's python3.11 $DEBIAN_BASE source package is not in $DOWNLOADS"
+[ "$DEBIAN_BASE" = "$DEBIAN_VERSION" ] \
+    || note "building on python3.11 $DEBIAN_BASE, newer than $DEBIAN_VERSION, which the project is tested on"
 
 rm -rf "$DEB"
 mkdir -p "$DEB"
-note "unpacking Debian's python3.11 $DEBIAN_VERSION (its own patches applied)"
+note "unpacking Debian's python3.11 $DEBIAN_BASE (its own patches applied)"
 # dpkg-source checks the tarballs against the checksums in the .dsc.
 dpkg-source -q -x "$dsc" "$SRCDIR" >"$DEB/unpack.log" 2>&1 \
     || { cat "$DEB/unpack.log" >&2; die "dpkg-source -x failed"; }
@@ -82,3 +87,4 @@ DEB_BUILD_OPTIONS=$BUILD_OPTIONS dpkg-buildpackage -B -us -uc >"$DEB/build.log" 
     || { tail -40 "$DEB/build.log" >&2; die "dpkg-buildpackage failed (log: $DEB/build.log)"; }
 note "built in $(( ($(date +%s) - start) / 60 )) minutes:"
 ls "$DEB"/*.deb | sed 's|^|    |'
+"$TOP/Tools/perf/deb-archive.sh" --check "$DEBIAN_BASE"

@@ -24,9 +24,12 @@ gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb strace"
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
         --bench) PACKAGES="$PACKAGES valgrind" ;;
         # "make deb": Debian's packaging tools; "make deb-check": a clean
-        # Debian 12 root to install the packages into.
+        # Debian 12 root to install the packages into (also for
+        # "make apt-repo-check").
         --deb) PACKAGES="$PACKAGES dpkg-dev quilt" ;;
         --deb-check) PACKAGES="$PACKAGES debootstrap" ;;
+        # "make apt-repo": Debian's index maker and GnuPG to sign.
+        --apt-repo) PACKAGES="$PACKAGES apt-utils gnupg" ;;
         # "make test-cross": a cross compiler, the target's C library and
         # the libraries of the modules the tests need, and qemu to run it.
         --cross=aarch64)
