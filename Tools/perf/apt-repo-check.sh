@@ -100,8 +100,8 @@ cat "$WORK/tampered.log" >>"$LOG"
 grep -q "127.0.0.1.*InRelease" "$WORK/tampered.log" \
     && grep -qi "signature" "$WORK/tampered.log" \
     || fail "apt-get update failed, but not on the tampered repository's signature"
-in_root apt-cache policy python3.11 | grep -q '+perf' \
-    && fail "the tampered repository's packages are candidates"
+policy=$(in_root apt-cache policy python3.11)
+grep -q '+perf' <<<"$policy" && fail "the tampered repository's packages are candidates"
 echo "ok   a tampered Release file is refused"
 
 use_repo good

@@ -67,8 +67,8 @@ apt-ftparchive \
     -o APT::FTPArchive::Release::Architectures="$ARCH" \
     -o APT::FTPArchive::Release::Components=main \
     -o APT::FTPArchive::Release::Description="Debian 12's python3.11 $built with perf trampolines" \
-    release "$dist" >"$dist/Release.new"
-mv "$dist/Release.new" "$dist/Release"
+    release "$dist" >Release.new       # not in $dist, which it lists
+mv Release.new "$dist/Release"
 gpg --batch --yes --local-user "$key" --clearsign -o "$dist/InRelease" "$dist/Release"
 gpg --batch --yes --local-user "$key" --armor --detach-sign -o "$dist/Release.gpg" "$dist/Release"
 
