@@ -5,7 +5,8 @@
 # repository served over HTTP on 127.0.0.1 only:
 #  - Debian's python3.11 is installed first, as on a machine in service;
 #  - a copy of the repository with a tampered Release file is refused;
-#  - with the two files installed, "apt-get install python3.11" replaces
+#  - with the two files installed, "apt-get install --allow-downgrades
+#    python3.11" replaces
 #    Debian's packages with these, and python3.11 -X perf writes a map;
 #  - "apt-get upgrade" keeps them;
 #  - without the two files, "apt-get update" and the revert script that
@@ -106,10 +107,13 @@ echo "ok   a tampered Release file is refused"
 
 use_repo good
 in_root apt-get update -q >>"$LOG" 2>&1 || fail "apt-get update failed with the repository"
-in_root apt-get install -y -q python3.11 >>"$LOG" 2>&1 || fail "apt-get install python3.11 failed"
+# Debian's newer revision is installed: going to these is a downgrade,
+# which apt-get -y makes only when told to.
+in_root apt-get install -y -q --allow-downgrades python3.11 >>"$LOG" 2>&1 \
+    || fail "apt-get install --allow-downgrades python3.11 failed"
 installed=$(perf_versions)
 grep -v '+perf' <<<"$installed" && fail "apt-get install python3.11 left Debian's packages (above)"
-echo "ok   apt-get install python3.11 installs:"
+echo "ok   apt-get install --allow-downgrades python3.11 installs:"
 sed 's/^/         /' <<<"$installed"
 
 # The map of a process of the root is in the root's /tmp.

@@ -69,8 +69,8 @@ apt-ftparchive \
     -o APT::FTPArchive::Release::Description="Debian 12's python3.11 $built with perf trampolines" \
     release "$dist" >Release.new       # not in $dist, which it lists
 mv Release.new "$dist/Release"
-gpg --batch --yes --local-user "$key" --clearsign -o "$dist/InRelease" "$dist/Release"
-gpg --batch --yes --local-user "$key" --armor --detach-sign -o "$dist/Release.gpg" "$dist/Release"
+gpg --batch --quiet --yes --local-user "$key" --clearsign -o "$dist/InRelease" "$dist/Release"
+gpg --batch --quiet --yes --local-user "$key" --armor --detach-sign -o "$dist/Release.gpg" "$dist/Release"
 
 # The sources entry carries the public key itself (apt >= 2.3.10), so it
 # is the only file apt needs to trust the repository: deb822 continues the
