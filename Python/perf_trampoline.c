@@ -193,6 +193,34 @@ symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
     *n = 1;
 }
 
+/* Whether s[:n] has a control character (a byte below 0x20, or 0x7f),
+   which would break a line-based format.  Eight bytes at a time: a byte
+   by byte test of every name was half of what describing a function cost
+   (in instructions) while importing.  Bytes from 0x80 up (UTF-8) never
+   count: ~x clears their high bit. */
+static int
+has_control_chars(const char *s, size_t n)
+{
+    const uint64_t ones = UINT64_C(0x0101010101010101);
+    const uint64_t highs = UINT64_C(0x8080808080808080);
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t x;
+        memcpy(&x, s + i, 8);
+        uint64_t del = x ^ (0x7f * ones);
+        if ((((x - 0x20 * ones) & ~x) | ((del - ones) & ~del)) & highs) {
+            return 1;
+        }
+    }
+    for (; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c < 0x20 || c == 0x7f) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 size_t
 _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf, size_t size,
                                size_t *qualname_end)
@@ -211,10 +239,12 @@ _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf, size_t size,
         memcpy(buf + 4 + qn + 1, filename, fn);
         /* Nothing that would break a line-based format (the newline above
            all). */
-        for (size_t i = 4; i < len; i++) {
-            unsigned char c = (unsigned char)buf[i];
-            if (c < 0x20 || c == 0x7f) {
-                buf[i] = '?';
+        if (has_control_chars(buf + 4, len - 4)) {
+            for (size_t i = 4; i < len; i++) {
+                unsigned char c = (unsigned char)buf[i];
+                if (c < 0x20 || c == 0x7f) {
+                    buf[i] = '?';
+                }
             }
         }
     }
@@ -502,7 +532,7 @@ describe(int index, char *code, PyCodeObject *co, int is_new)
     if (backend->write_entry(code, size, name, n) < 0) {
         report_write_failure(index, errno);
     }
-    else if (_PyPerfFile_held) {
+    else if (_PyPerfFile_held && !_PyPerfFile_Holding()) {
         /* Written in time by the eval breaker (see
            Python/perf_description_file.c). */
         _Py_atomic_store_relaxed(
@@ -1030,12 +1060,13 @@ PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
     return Py_BuildValue(
-        "{snsnsnsnsn}",
+        "{snsnsnsnsnsn}",
         "arena_bytes", (Py_ssize_t)state.arena_bytes,
         "trampolines", (Py_ssize_t)state.trampolines,
         "trampoline_size", (Py_ssize_t)state.template_size,
         "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes(),
-        "writes", (Py_ssize_t)_PyPerfFile_Writes());
+        "writes", (Py_ssize_t)_PyPerfFile_Writes(),
+        "eval_breaker_checks", (Py_ssize_t)_PyPerfFile_breaker_checks);
 }
 
 
@@ -1165,11 +1196,12 @@ _PyPerfTrampoline_SetArenaFailureForTesting(int Py_UNUSED(fail))
 PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
-    return Py_BuildValue("{snsnsnsnsn}", "arena_bytes", (Py_ssize_t)0,
+    return Py_BuildValue("{snsnsnsnsnsn}", "arena_bytes", (Py_ssize_t)0,
                          "trampolines", (Py_ssize_t)0,
                          "trampoline_size", (Py_ssize_t)0,
                          "written_bytes", (Py_ssize_t)0,
-                         "writes", (Py_ssize_t)0);
+                         "writes", (Py_ssize_t)0,
+                         "eval_breaker_checks", (Py_ssize_t)0);
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

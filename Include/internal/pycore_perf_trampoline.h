@@ -190,6 +190,9 @@ extern void _PyPerfTrampoline_EndImport(void);
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 /* Non-zero while descriptions are held (Python/perf_description_file.c). */
 extern int _PyPerfFile_held;
+extern size_t _PyPerfFile_breaker_checks;
+/* Whether the calling thread holds what it describes (start-up, imports). */
+extern int _PyPerfFile_Holding(void);
 extern void _PyPerfTrampoline_WriteHeld(int all);
 #endif
 
@@ -209,12 +212,14 @@ _PyPerfTrampoline_BeforeBlocking(void)
 /* Whether the eval breaker must stay set: while descriptions are held,
    each check of it (function entries, backward jumps) calls
    _PyPerfTrampoline_AtEvalBreaker(), which writes them once they are
-   due, so that a thread busy in Python code does not keep them back. */
+   due, so that a thread busy in Python code does not keep them back.
+   Not in a thread that starts up or imports: what it holds is bounded by
+   count instead (see Python/perf_description_file.c). */
 static inline int
 _PyPerfTrampoline_EvalBreakerWanted(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    return _PyPerfFile_held != 0;
+    return _PyPerfFile_held != 0 && !_PyPerfFile_Holding();
 #else
     return 0;
 #endif
@@ -226,8 +231,7 @@ _PyPerfTrampoline_AtEvalBreaker(void)
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     /* The clock is read at one check in 64: the checks come every few
        nanoseconds while anything is held. */
-    static int checks = 0;
-    if (_PyPerfFile_held && (++checks & 63) == 0) {
+    if (_PyPerfFile_held && (++_PyPerfFile_breaker_checks & 63) == 0) {
         _PyPerfTrampoline_WriteHeld(0);
     }
 #endif

@@ -77,6 +77,23 @@ class TestHeld(PerfTestCase):
             busy()
         """, "py::busy:SCRIPT")
 
+    def test_busy_in_import(self):
+        # The thread makes 200 new functions in an import, then runs Python
+        # code for ever in it: the names are written by count (all but
+        # fewer than 64 of them), with no eval breaker to write them.
+        self.wait_for_name("""
+            import os, sys
+            os.write(1, b"%d\\n" % os.getpid())
+            here = os.path.dirname(os.path.abspath(__file__))
+            with open(os.path.join(here, "busy_module.py"), "w") as f:
+                f.write("for i in range(200):\\n"
+                        "    exec(f'def f{i}(): return 1\\\\nf{i}()', {})\\n"
+                        "while True:\\n"
+                        "    pass\\n")
+            sys.path.insert(0, here)
+            import busy_module
+        """, "py::f136:<string>")
+
     def test_sleeping_thread(self):
         # The thread sleeps for ever right after its new function ran.
         self.wait_for_name("""
@@ -126,6 +143,38 @@ class TestHeld(PerfTestCase):
                                                                  backend)}
                 self.assertGreaterEqual(
                     names, {f"py::f{i}:<string>" for i in range(2000)})
+
+    def test_import_leaves_eval_breaker_alone(self):
+        # An import holds what it describes, and its thread does not keep
+        # the eval breaker set meanwhile: a loop in the import takes no
+        # check of it, where it took one per iteration until the first
+        # clock reading, at the 64th.
+        _testinternalcapi = import_helper.import_module("_testinternalcapi")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import json, os, sys, _testinternalcapi
+                    here = os.path.dirname(os.path.abspath(__file__))
+                    with open(os.path.join(here, "loop_module.py"), "w") as f:
+                        f.write("def g():\\n"
+                                "    return 1\\n"
+                                "g()\\n"
+                                "import _testinternalcapi\\n"
+                                "before = _testinternalcapi"
+                                ".get_perf_trampoline_stats()\\n"
+                                "for i in range(1000):\\n"
+                                "    pass\\n"
+                                "after = _testinternalcapi"
+                                ".get_perf_trampoline_stats()\\n")
+                    sys.path.insert(0, here)
+                    import loop_module
+                    print(json.dumps([loop_module.before,
+                                      loop_module.after]))
+                """, flags=("-X", backend))
+                before, after = self.last_json(out)
+                checks = (after["eval_breaker_checks"]
+                          - before["eval_breaker_checks"])
+                self.assertLess(checks, 64)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """What the perf map holds (names, format, addresses), and what happens
 when the map cannot be opened."""
 
+import collections
 import json
 import os
 import stat
@@ -150,6 +151,32 @@ class TestMapContents(PerfTestCase):
         for line in text.splitlines():
             self.assertFalse(any(ord(c) < 0x20 or ord(c) == 0x7f
                                  for c in line), repr(line))
+
+    def test_control_characters_at_every_offset(self):
+        # Each character from U+0000 to U+00FF, at each of 16 offsets in a
+        # qualified name (names are checked eight bytes at a time): control
+        # characters become "?", the others stay as they are.  Each name
+        # starts with its own 5 characters.
+        pid, rc, out, err, script = self.run_script("""
+            import os
+            def probe():
+                return 1
+            for c in range(256):
+                for at in range(16):
+                    pre = f"n{c:02x}{at:x}_"
+                    name = pre + "a" * at + chr(c) + "b" * (15 - at)
+                    probe.__code__ = probe.__code__.replace(co_qualname=name)
+                    probe()
+            print(os.getpid())
+        """, flags=("-X", "perf"))
+        self.assertEqual(err, "")
+        counts = collections.Counter(self.symbols(self.assert_map_file(pid)))
+        for c in range(256):
+            shown = "?" if c < 0x20 or c == 0x7f else chr(c)
+            for at in range(16):
+                pre = f"n{c:02x}{at:x}_"
+                name = pre + "a" * at + shown + "b" * (15 - at)
+                self.assertEqual(counts[f"py::{name}:{script}"], 1, (c, at))
 
     def test_trampolines_are_executable_not_writable(self):
         # Every described range lies in an executable, non-writable

@@ -104,7 +104,12 @@ def remove_path(path):
 def parse_map(text):
     """Return [(address, size, symbol)] for the lines of a perf map."""
     entries = []
-    for line in text.splitlines():
+    # Lines end at "\n" only, as perf reads them; str.splitlines() would
+    # also split names at U+0085, U+2028 and others.
+    lines = text.split("\n")
+    if lines[-1] == "":
+        del lines[-1]
+    for line in lines:
         addr, size, symbol = line.split(" ", 2)
         entries.append((int(addr, 16), int(size, 16), symbol))
     return entries
@@ -484,7 +489,8 @@ class PerfTestCase(unittest.TestCase):
 
     def assert_map_format(self, text):
         self.assertTrue(text.endswith("\n"), "last line not terminated")
-        lines = text.splitlines(keepends=True)
+        # Lines end at "\n" only (see parse_map()).
+        lines = [line + "\n" for line in text.split("\n")[:-1]]
         self.assertTrue(lines)
         for line in lines:
             self.assertRegex(line, LOOSE_MAP_LINE_RE)
