@@ -46,7 +46,8 @@ else
             ed25519 sign never 2>"$GNUPGHOME/gen.log" \
             || { cat "$GNUPGHOME/gen.log" >&2; die "gpg could not make a key"; }
     fi
-    key=$(gpg --batch --with-colons --list-secret-keys | awk -F: '$1 == "fpr" { print $10; exit }')
+    key=$(gpg --batch --with-colons --list-secret-keys 2>/dev/null \
+        | awk -F: '$1 == "fpr" { print $10; exit }')
 fi
 
 note "writing the repository in $REPO"
