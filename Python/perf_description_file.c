@@ -127,7 +127,8 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
    without the lock, by PyEval_SaveThread() and the eval breaker. */
 int _PyPerfFile_held = 0;
 int64_t _PyPerfFile_deadline = 0;
-/* Checks of the eval breaker made while anything was held (statistics). */
+/* Checks of the eval breaker made while anything was held: they pace
+   its clock readings, and are a statistic. */
 size_t _PyPerfFile_breaker_checks = 0;
 
 /* While the program imports modules, functions run for the first time
