@@ -372,11 +372,17 @@ class PerfTestCase(unittest.TestCase):
     def forget_dump(self, pid):
         self.addCleanup(remove_path, jitdump_path(pid))
 
+    def forget_files(self, pid):
+        """Remove both description files of pid when the test ends:
+        a child run with -X perf_jit leaves a jitdump."""
+        self.forget_map(pid)
+        self.forget_dump(pid)
+
     def run_python(self, *args, env=None, expect_rc=0, timeout=None,
                    input=None, executable=None, cwd=None):
         """Run executable (default: sys.executable) with args, in cwd, and
-        return (pid, returncode, stdout, stderr).  The perf map of the child is
-        removed when the test ends.
+        return (pid, returncode, stdout, stderr).  The perf map and the
+        jitdump of the child are removed when the test ends.
 
         /tmp is shared and PIDs get reused: if a stale map of an earlier
         process happens to exist at the path of the child, the child
@@ -401,7 +407,7 @@ class PerfTestCase(unittest.TestCase):
                 except subprocess.TimeoutExpired:
                     proc.kill()
                     out, err = proc.communicate()
-                    self.forget_map(proc.pid)
+                    self.forget_files(proc.pid)
                     self.fail(f"child {args!r} timed out\n"
                               f"stdout:\n{out!r}\nstderr:\n{err!r}")
             if map_name(proc.pid) not in existing:
@@ -412,7 +418,7 @@ class PerfTestCase(unittest.TestCase):
         # Maps of the children of the child existed before if their names
         # are in this set: see check_fresh().
         self.existing_maps = existing
-        self.forget_map(proc.pid)
+        self.forget_files(proc.pid)
         out = out.decode("utf-8", "backslashreplace")
         err = err.decode("utf-8", "backslashreplace")
         if expect_rc is not None and proc.returncode != expect_rc:
@@ -427,7 +433,7 @@ class PerfTestCase(unittest.TestCase):
         stale = [pid for pid in pids if map_name(pid) in self.existing_maps]
         for pid in pids:
             if pid not in stale:
-                self.forget_map(pid)
+                self.forget_files(pid)
         if stale:
             raise StaleMapPath(stale)
 

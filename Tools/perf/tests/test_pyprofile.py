@@ -356,6 +356,15 @@ def unshare_usable():
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
                      "trampolines (run with build/python)")
+def leftovers(pid):
+    """The files in the host's /tmp that name pid: its map, its jitdump
+    and the ELF files that perf inject --jit makes from a jitdump."""
+    return sorted(name for name in os.listdir("/tmp")
+                  if name in (f"perf-{pid}.map", f"jit-{pid}.dump")
+                  or (name.startswith(f"jitted-{pid}-")
+                      and name.endswith(".so")))
+
+
 class TestContainer(unittest.TestCase):
     """pyprofile -p HOSTPID on a process in its own PID and mount
     namespaces with a /tmp of its own, as Docker, podman and Kubernetes
@@ -424,6 +433,12 @@ class TestContainer(unittest.TestCase):
         with open(children) as f:
             pid = int(f.read().split()[0])
         self.assertEqual(pyprofile.namespaced_pid(pid), 1)
+        # PIDs wrap (pid_max is 32768 on Debian 12), and processes that
+        # other tests kill leave their maps: a file of this host PID is
+        # a dead process's, which the checks after the profile must not
+        # count as pyprofile's.
+        for name in leftovers(pid):
+            os.unlink(os.path.join("/tmp", name))
         return proc, pid
 
     def stop(self):
@@ -477,10 +492,7 @@ class TestContainer(unittest.TestCase):
         with open(output, encoding="utf-8") as f:
             text = f.read()
         # Nothing left on the host: the copies were pyprofile's.
-        self.assertFalse(os.path.exists(f"/tmp/perf-{pid}.map"))
-        self.assertFalse(os.path.exists(f"/tmp/jit-{pid}.dump"))
-        self.assertEqual([name for name in os.listdir("/tmp")
-                          if name.startswith(f"jitted-{pid}-")], [])
+        self.assertEqual(leftovers(pid), [])
         return text
 
     def test_process_exits_during_recording(self):
