@@ -100,10 +100,6 @@ extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
 typedef struct {
     char *next;                 /* the next block; NULL: none reserved */
     char *end;                  /* the end of the reservation */
-    /* Shared with forked children (MAP_SHARED): for blocks that are never
-       written once made, so that a fork does not copy their page tables.
-       A child must then reserve its own (reset next and end). */
-    int shared;
 } _PyPerfRegion;
 
 /* size bytes (a multiple of the page size) with protection prot, zeroed,

@@ -354,60 +354,6 @@ class TestFork(PerfTestCase):
                     if entry[2] != f"py::in_child:{script}":
                         self.assertIn(entry, parent_entries)
 
-    def test_fork_does_not_copy_trampolines(self):
-        # An arena never changes once it is filled: the child shares it
-        # with the parent instead of getting a copy of its page tables at
-        # the fork, which would make each fork cost in proportion to the
-        # trampolines the parent made.  The child's resident memory in
-        # them is then only the pages it runs.
-        script = self.write_script("""
-            import json, os
-
-            def trampoline_kib():
-                # Resident kB of the executable anonymous mappings: the
-                # arenas ("/dev/zero (deleted)" if shared).
-                total, counting = 0, False
-                with open("/proc/self/smaps") as f:
-                    for line in f:
-                        fields = line.split()
-                        if "-" in fields[0] and ":" not in fields[0]:
-                            path = " ".join(fields[5:])
-                            counting = "x" in fields[1] and path in (
-                                "", "/dev/zero (deleted)")
-                        elif fields[0] == "Rss:" and counting:
-                            total += int(fields[1])
-                return total
-
-            ns = {}
-            exec("\\n".join(f"def f{i}(): return {i}" for i in range(40000)),
-                 ns)
-            for i in range(40000):
-                ns[f"f{i}"]()
-            trampoline_kib()            # not new code in the child
-            r, w = os.pipe()
-            child = os.fork()
-            if child == 0:
-                os.write(w, str(trampoline_kib()).encode())
-                os._exit(0)
-            os.close(w)
-            child_kib = int(os.read(r, 100))
-            _, status = os.waitpid(child, 0)
-            print(json.dumps([child, os.waitstatus_to_exitcode(status),
-                              trampoline_kib(), child_kib]))
-        """)
-        for backend in ("perf", "perf_jit"):
-            with self.subTest(backend=backend):
-                pid, rc, out, err = self.run_python("-X", backend, script)
-                child, exitcode, parent_kib, child_kib = self.last_json(out)
-                self.forget_files(child)
-                self.assertEqual(exitcode, 0)
-                # 40,000 trampolines: 640 KiB (perf), 10 MiB (perf_jit).
-                self.assertGreaterEqual(parent_kib, 640)
-                # The pages of the trampolines the child ran, each mapped
-                # with up to 64 KiB around it (the kernel's fault-around):
-                # about 100 KiB here.
-                self.assertLessEqual(child_kib, 256, parent_kib)
-
     def test_fork_after_parent_map_removed(self):
         # The parent's map is gone when the child starts its own: the child
         # goes on without the copy, its own functions described.
