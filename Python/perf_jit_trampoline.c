@@ -33,10 +33,6 @@
 #define JIT_CODE_LOAD 0
 #define JIT_CODE_UNWINDING_INFO 4
 #define JITDUMP_TEXT_OFFSET 64          /* sizeof(Elf64_Ehdr) */
-/* Distance between two perf_jit trampolines: perf maps each one together
-   with its unwind information, and those maps must not overlap. */
-#define JIT_TRAMPOLINE_STRIDE 256
-
 #if defined(__x86_64__)
 #  define JITDUMP_ELF_MACH 62           /* EM_X86_64 */
 #elif defined(__aarch64__)
@@ -164,6 +160,27 @@ this_thread_id(void)
     return tid;
 }
 
+/* perf inject --jit makes a small ELF file of each load record and maps
+   it over the code's address range followed by the record's mapped_size
+   bytes of unwind tables (at the next 8-byte boundary): that whole range
+   is the trampoline's, so the next trampoline may start only after it. */
+static size_t
+jitdump_span(size_t code_size)
+{
+    if (jitdump.unwind_code_size != code_size) {
+        /* Where perf's ELF file puts the code and the tables (see
+           above). */
+        _PyPerfBuf u = {jitdump.unwind, 0, sizeof(jitdump.unwind)};
+        jitdump.unwind_hdr_size = _PyPerfUnwind_Write(
+            &u, code_size, JITDUMP_TEXT_OFFSET,
+            _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + code_size, 8));
+        jitdump.unwind_size = u.len;
+        jitdump.unwind_code_size = code_size;
+    }
+    return _Py_SIZE_ROUND_UP(code_size, 8)
+           + _Py_SIZE_ROUND_UP(jitdump.unwind_size, 8);
+}
+
 static int
 jitdump_write_entry(const void *code, size_t size, const char *name,
                     size_t names)
@@ -186,29 +203,13 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     _PyPerfBuf_PutU32(&b, JIT_CODE_UNWINDING_INFO);
     _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
     _PyPerfBuf_PutU64(&b, now);
-    size_t sizes = b.len;
-    _PyPerfBuf_PutU64(&b, 0);               /* unwinding_size */
-    _PyPerfBuf_PutU64(&b, 0);               /* eh_frame_hdr_size */
-    _PyPerfBuf_PutU64(&b, 0);               /* mapped_size */
-    if (jitdump.unwind_code_size != size) {
-        /* Where perf's ELF file puts the code and the tables (see
-           above). */
-        _PyPerfBuf u = {jitdump.unwind, 0, sizeof(jitdump.unwind)};
-        jitdump.unwind_hdr_size = _PyPerfUnwind_Write(
-            &u, size, JITDUMP_TEXT_OFFSET,
-            _Py_SIZE_ROUND_UP(JITDUMP_TEXT_OFFSET + size, 8));
-        jitdump.unwind_size = u.len;
-        jitdump.unwind_code_size = size;
-    }
+    /* The trampolines are jitdump_span() apart, which leaves room for
+       mapped_size. */
+    size_t mapped = jitdump_span(size) - _Py_SIZE_ROUND_UP(size, 8);
+    _PyPerfBuf_PutU64(&b, jitdump.unwind_size);         /* unwinding_size */
+    _PyPerfBuf_PutU64(&b, jitdump.unwind_hdr_size);     /* eh_frame_hdr_size */
+    _PyPerfBuf_PutU64(&b, mapped);                      /* mapped_size */
     _PyPerfBuf_PutBytes(&b, jitdump.unwind, jitdump.unwind_size);
-    size_t hdr_size = jitdump.unwind_hdr_size;
-    uint64_t unwind_size = jitdump.unwind_size;
-    memcpy(b.buf + sizes, &unwind_size, 8);
-    uint64_t hdr_size64 = hdr_size;
-    memcpy(b.buf + sizes + 8, &hdr_size64, 8);
-    uint64_t mapped = _Py_SIZE_ROUND_UP(unwind_size, 8);
-    memcpy(b.buf + sizes + 16, &mapped, 8);
-    assert(_Py_SIZE_ROUND_UP(size, 8) + mapped <= JIT_TRAMPOLINE_STRIDE);
     while ((b.len - rec) % 8) {
         _PyPerfBuf_PutU8(&b, 0);
     }
@@ -239,7 +240,7 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
 
 const _PyPerfBackend _PyPerfJit_Backend = {
     .kind = _PyPerfFile_JITDUMP,
-    .stride = JIT_TRAMPOLINE_STRIDE,
+    .span = jitdump_span,
     .unique_tag = 1,
     .open = jitdump_open,
     .write_entry = jitdump_write_entry,

@@ -283,10 +283,11 @@ code_size(const _PyPerfBackend *backend)
 static size_t
 stride(const _PyPerfBackend *backend)
 {
-    if (backend->stride) {
-        return backend->stride;
+    size_t size = code_size(backend);
+    if (backend->span != NULL) {
+        size = backend->span(size);
     }
-    return _Py_SIZE_ROUND_UP(state.template_size, TRAMPOLINE_ALIGN);
+    return _Py_SIZE_ROUND_UP(size, TRAMPOLINE_ALIGN);
 }
 
 /* Address space reserved at a time for blocks of a region: 16 MiB, a

@@ -54,9 +54,12 @@ extern const char _Py_trampoline_func_reserved[];
    co_extra slot of its own (its index in the core's table), so that a
    trampoline is always described by the backend it was made for. */
 typedef struct {
-    /* Distance between two trampolines; 0 means the template size rounded
-       up to the arenas' alignment. */
-    size_t stride;
+    /* The bytes from a trampoline's start that its profiler takes as the
+       trampoline's own, given the size of its code: perf_jit's are
+       followed by their unwind information.  Trampolines are that far
+       apart (rounded up to the arenas' alignment) so that no two ranges
+       overlap.  NULL means the code alone. */
+    size_t (*span)(size_t code_size);
     /* Add a unique 8-byte tag after each copy of the template (reported
        as part of its code), so that no two trampolines have the same
        bytes. */

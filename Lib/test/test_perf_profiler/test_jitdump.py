@@ -100,6 +100,13 @@ class TestJitdump(PerfTestCase):
                        for f, u in zip(loads, unwinds))
         for (s1, e1), (s2, e2) in zip(spans, spans[1:]):
             self.assertLessEqual(e1, s2)
+        # ... and no further apart than that, rounded up to the arenas'
+        # 16-byte alignment: memory made and touched for each new function.
+        # Trampolines made one after another are neighbours, unless a new
+        # arena started between them.
+        stride = (spans[0][1] - spans[0][0] + 15) // 16 * 16
+        gaps = [s2 - s1 for (s1, _), (s2, _) in zip(spans, spans[1:])]
+        self.assertEqual(max(set(gaps), key=gaps.count), stride, gaps)
 
     def test_unwind_info(self):
         pid, out, err, script = self.run_jit_script()
