@@ -291,8 +291,8 @@ stride(const _PyPerfBackend *backend)
 }
 
 /* Address space reserved at a time for blocks of a region: 16 MiB, a
-   million perf trampolines, 65,536 perf_jit ones or the debugger images
-   of 25,000 trampolines, in two mappings (the blocks in use and the
+   million perf trampolines, 150,000 perf_jit ones (x86-64) or the images
+   for debuggers of 25,000, in two mappings (the blocks in use and the
    rest).  Small enough that the unused rest does not weigh on a tight
    RLIMIT_AS. */
 #define REGION_RESERVE ((size_t)16 * 1024 * 1024)
