@@ -36,7 +36,13 @@
 
    Images and their code are never freed, like the arenas: a thread may
    still return into any trampoline, and a forked child keeps the list it
-   inherited, which describes the code it inherited. */
+   inherited, which describes the code it inherited.  So that a fork does
+   not copy their page tables, the ELF bytes of an image that gets no more
+   symbols are moved into memory shared with forked children, like the
+   arenas: only the image that grows (one per backend) is in memory of the
+   process's own, and so is each image's entry in the list, which a
+   process changes when it tells the debugger.  A child moves the growing
+   images it inherited, and makes new ones in a reservation of its own. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
@@ -44,6 +50,7 @@
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include <elf.h>                  // Elf64_Ehdr
+#include <stddef.h>               // ptrdiff_t
 #include <sys/mman.h>             // PROT_READ
 #include <unistd.h>               // sysconf()
 #include <time.h>                 // clock_gettime()
@@ -146,6 +153,8 @@ struct _PyPerfDebugImage {
     Elf64_Sym *symbols;         /* in elf; symbols[0] is the null one */
     char *strtab;               /* in elf, the last part of it */
     size_t strtab_cap;
+    size_t bytes;               /* mapped at elf */
+    int sealed;                 /* moved into debugger.images (seal()) */
 };
 
 static struct {
@@ -156,9 +165,9 @@ static struct {
     /* On CLOCK_MONOTONIC: the CPU time is not read again before then
        (see may_tell()). */
     int64_t next_look_ns;
-    /* Where images come from. */
+    /* Where the ELF bytes of images go once they are sealed. */
     _PyPerfRegion images;
-} debugger = {DEBUGGER_BURST_NS, 0, 0, {NULL, NULL}};
+} debugger = {DEBUGGER_BURST_NS, 0, 0, {NULL, NULL, 1}};
 
 /* The CPU time of the process: it does not advance while a debugger has
    the process stopped, however slowly the debugger answers. */
@@ -294,7 +303,6 @@ new_image(const char *code, size_t size, size_t stride,
 {
     size_t slots = Py_MIN((size_t)IMAGE_SLOTS,
                           (size_t)(arena_end - code) / stride);
-    size_t head = _Py_SIZE_ROUND_UP(sizeof(struct _PyPerfDebugImage), 16);
     size_t sections_at = sizeof(Elf64_Ehdr);
     size_t names_at = sections_at + SECTION_COUNT * sizeof(Elf64_Shdr);
     size_t eh_frame_at = _Py_SIZE_ROUND_UP(names_at + sizeof(section_names),
@@ -306,18 +314,24 @@ new_image(const char *code, size_t size, size_t stride,
     size_t strtab_cap = 1 + slots * NAME_MAX_BYTES;
     /* Pages of the names that are never written are never touched. */
     long page = sysconf(_SC_PAGESIZE);
-    size_t total = _Py_SIZE_ROUND_UP(head + strtab_at + strtab_cap,
+    size_t total = _Py_SIZE_ROUND_UP(strtab_at + strtab_cap,
                                      (size_t)(page > 0 ? page : 4096));
-    char *mem = _PyPerfRegion_Alloc(&debugger.images, total,
-                                    PROT_READ | PROT_WRITE);
-    if (mem == NULL) {
+    struct _PyPerfDebugImage *image = PyMem_RawCalloc(1, sizeof(*image));
+    if (image == NULL) {
         return NULL;
     }
-    struct _PyPerfDebugImage *image = (struct _PyPerfDebugImage *)mem;
+    /* Private while it grows (see seal()). */
+    char *mem = mmap(NULL, total, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (mem == MAP_FAILED) {
+        PyMem_RawFree(image);
+        return NULL;
+    }
+    image->bytes = total;
     image->text = code;
     image->stride = stride;
     image->slots = slots;
-    image->elf = (unsigned char *)mem + head;
+    image->elf = (unsigned char *)mem;
     image->sections = (Elf64_Shdr *)(image->elf + sections_at);
     image->symbols = (Elf64_Sym *)(image->elf + symtab_at);
     image->strtab = (char *)image->elf + strtab_at;
@@ -433,6 +447,41 @@ add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
     image->stale = 1;
 }
 
+/* Move image, which gets no more symbols, into memory shared with forked
+   children.  While it grows, an image is in memory of its own, which a
+   fork copies: a child must never see the parent change an image.  If
+   there is no memory, it stays where it is. */
+static void
+seal(struct _PyPerfDebugImage *image)
+{
+    if (image->sealed) {
+        return;
+    }
+    /* All of it but the names' room that is left. */
+    size_t used = (size_t)image->entry.symfile_size;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t total = _Py_SIZE_ROUND_UP(used, (size_t)(page > 0 ? page : 4096));
+    unsigned char *mem = _PyPerfRegion_Alloc(&debugger.images, total,
+                                             PROT_READ | PROT_WRITE);
+    if (mem == NULL) {
+        return;
+    }
+    memcpy(mem, image->elf, used);
+    unsigned char *old = image->elf;
+    ptrdiff_t delta = mem - old;
+    image->elf = mem;
+    image->sections = (Elf64_Shdr *)((char *)image->sections + delta);
+    image->symbols = (Elf64_Sym *)((char *)image->symbols + delta);
+    image->strtab += delta;
+    image->sections[SECTION_EH_FRAME].sh_addr += delta;
+    /* A debugger that was told keeps its copy: the bytes are the same. */
+    image->entry.symfile_addr = (const char *)mem;
+    image->slots = image->named;
+    image->sealed = 1;
+    (void)munmap(old, image->bytes);
+    image->bytes = total;
+}
+
 void
 _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                          const char *code, size_t size, size_t stride,
@@ -445,10 +494,13 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
         || code != image->text + image->named * stride
         || image->named == image->slots)
     {
-        if (image != NULL && image->stale) {
+        if (image != NULL) {
             /* It never changes again. */
-            tell_debugger(image);
-            charge_notification();
+            if (image->stale) {
+                tell_debugger(image);
+                charge_notification();
+            }
+            seal(image);
         }
         image = new_image(code, size, stride, arena_end);
         *current = image;
@@ -465,6 +517,21 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
     if ((!batch && may_tell()) || is_new) {
         tell_debugger(image);
         charge_notification();
+    }
+    if (image->named == image->slots) {
+        seal(image);
+    }
+}
+
+void
+_PyPerfDebugger_AfterFork(struct _PyPerfDebugImage *growing[], size_t n)
+{
+    /* The rest of the parent's reservation is the parent's to use. */
+    debugger.images.next = debugger.images.end = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (growing[i] != NULL) {
+            seal(growing[i]);
+        }
     }
 }
 

@@ -24,7 +24,13 @@
    are never unmapped: a thread can still be running below any trampoline
    handed out so far (even after deactivation, or while the interpreter
    exits under a daemon thread), and an address must never be reused for
-   another name within one process.
+   another name within one process.  As an arena never changes once made,
+   it is shared memory (MAP_SHARED) that forked children keep without a
+   copy of its page tables, so that a fork costs no more however many
+   trampolines the parent made; a child makes its own arenas in a
+   reservation of its own.  /proc/PID/maps calls such a mapping
+   "/dev/zero (deleted)", which perf, like the tools that follow its
+   conventions, treats as anonymous memory named by the perf map.
 
    Frames reach their trampoline from two places: _PyEval_EvalFrame(),
    which is how C code starts a frame (function calls from C, generators,
@@ -140,7 +146,8 @@ static struct {
     /* The backend that -X perf and the environment variables ask for,
        which every interpreter starts with; -1 if none. */
     int config_backend;
-    /* Where arenas come from. */
+    /* Where arenas come from: memory shared with forked children, as an
+       arena never changes once it is filled (see new_arena()). */
     _PyPerfRegion arenas;
     /* Set by tests to make arena allocation fail. */
     int fail_arenas_for_testing;
@@ -161,6 +168,7 @@ static struct {
     .config_backend = -1,
     .pools = {{.slot = PERF_MAP_BACKEND}, {.slot = PERF_JIT_BACKEND}},
     .reserved = _PyPerfTrampoline_CODE_EXTRA_SLOTS,
+    .arenas = {.shared = 1},
 };
 
 
@@ -303,8 +311,9 @@ _PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size, int prot)
     if (region->next == NULL || (size_t)(region->end - region->next) < size) {
         /* Reserved only: no memory is committed until a block is. */
         size_t reserve = Py_MAX(REGION_RESERVE, size);
+        int flags = region->shared ? MAP_SHARED : MAP_PRIVATE;
         char *mem = mmap(NULL, reserve, PROT_NONE,
-                         MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+                         flags | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (mem == MAP_FAILED) {
             return NULL;
         }
@@ -987,7 +996,13 @@ _PyPerfTrampoline_AfterFork_Child(void)
        claim_inherited()), and the running frames are described now.  The
        parent's failures are not the child's. */
     forked = 0;
+    /* The rest of the parent's reservation is the parent's to use. */
     state.arenas.next = state.arenas.end = NULL;
+    struct _PyPerfDebugImage *growing[N_BACKENDS];
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        growing[i] = state.pools[i].image;
+    }
+    _PyPerfDebugger_AfterFork(growing, N_BACKENDS);
     _PyPerfFile_AfterFork();
     /* A map copied whole names every trampoline the child inherited. */
     int map_copied = _PyPerfMap_AfterFork();

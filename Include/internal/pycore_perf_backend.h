@@ -103,6 +103,10 @@ extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
 typedef struct {
     char *next;                 /* the next block; NULL: none reserved */
     char *end;                  /* the end of the reservation */
+    /* Shared with forked children (MAP_SHARED): for blocks that are never
+       written once made, so that a fork does not copy their page tables.
+       A child must then reserve its own (reset next and end). */
+    int shared;
 } _PyPerfRegion;
 
 /* size bytes (a multiple of the page size) with protection prot, zeroed,
@@ -137,6 +141,10 @@ extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *name, size_t len,
                                      size_t qualname_end, int batch);
 extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
+/* In a forked child, before anything is described: the n images in
+   growing (NULL ones are skipped) get no more symbols in this process. */
+extern void _PyPerfDebugger_AfterFork(struct _PyPerfDebugImage *growing[],
+                                      size_t n);
 
 
 /* Description files (Python/perf_description_file.c) ***********************/

@@ -371,6 +371,13 @@ class DebuggerTestCase(PerfTestCase):
         return self.run_debugger(args)
 
 
+def kill_if_alive(pid):
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 class TestGdb(DebuggerTestCase):
 
     def gdb_bt_in_child(self, script):
@@ -440,6 +447,50 @@ class TestGdb(DebuggerTestCase):
             outer()
         """)
         out = self.gdb_bt_in_child(script)
+        self.assert_complete_bt(out, script,
+                                names=("py::in_child ({script})",
+                                       "py::outer ({script})"))
+
+    @requires_gdb
+    def test_forked_child_attached_later(self):
+        # The parent goes on adding symbols to the image that was growing
+        # at the fork, in memory that it shares with the child; the child
+        # reads its own copy, which gdb attached to it later finds whole.
+        script = self.write_script("""
+            import os, sys, time
+
+            def in_child(r):
+                os.read(r, 1)
+                print(os.getpid(), flush=True)
+                time.sleep(float(sys.argv[1]))
+
+            def outer():
+                r, w = os.pipe()
+                pid = os.fork()
+                if pid == 0:
+                    in_child(r)
+                    os._exit(0)
+                for i in range(50):
+                    exec(f"def after_fork_{i}(): pass\\nafter_fork_{i}()")
+                os.write(w, b"x")
+                os.waitpid(pid, 0)
+
+            outer()
+        """)
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", script,
+             str(support.LONG_TIMEOUT)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=self.make_env())
+        self.forget_files(proc.pid)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        child = int(proc.stdout.readline())
+        self.forget_files(child)
+        # Killed before the parent, which waits for it.
+        self.addCleanup(kill_if_alive, child)
+        out = self.run_debugger(
+            ["gdb", "-nx", "-batch", "-p", str(child), "-ex", "bt"])
         self.assert_complete_bt(out, script,
                                 names=("py::in_child ({script})",
                                        "py::outer ({script})"))

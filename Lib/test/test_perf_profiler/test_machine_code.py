@@ -148,7 +148,7 @@ print(json.dumps([os.getpid(), maps]))
                 for name, (addr, size) in trampolines.items():
                     perms = [p for start, end, p in mappings
                              if start <= addr and addr + size <= end]
-                    self.assertEqual(perms, ["r-xp"], name)
+                    self.assertEqual(perms, ["r-xs"], name)
 
     def test_ranges_never_overlap(self):
         for backend in BACKENDS:
