@@ -4,11 +4,13 @@ Run as: python [-X perf | -X perf_jit] fork.py FUNCTIONS CHILDREN
 
 The parent makes FUNCTIONS functions and runs each once, so that each has a
 trampoline and a description in the parent's file, then forks CHILDREN
-children one after the other.  Each child runs one function of its own and
-one it inherited, and leaves with os._exit(), as a prefork worker would.
-Prints the median and minimum wall time per fork (from fork() to the end
-of waitpid() in the parent) and the mean size of the children's
-description files, which are then removed, as is the parent's own.
+children one after the other, twice: children that run only a function
+they inherited, then children that also run one function of their own (a
+trampoline made in the child), each leaving with os._exit(), as a prefork
+worker would.  Prints, for each kind, the median and minimum wall time per
+fork (from fork() to the end of waitpid() in the parent) and the mean size
+of the children's description files, which are then removed, as is the
+parent's own.
 """
 
 import os
@@ -25,23 +27,29 @@ def main():
     for i in range(functions):
         exec(f"def f{i}():\n    return {i}\n", namespace)
         namespace[f"f{i}"]()
-    times, sizes = [], []
-    for _ in range(children):
-        start = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:
-            def in_child():
-                return namespace["f0"]()
-            in_child()
-            os._exit(0)
-        os.waitpid(pid, 0)
-        times.append(time.perf_counter() - start)
-        sizes.append(remove_files(pid))
     backend = ("perf_jit" if "perf_jit" in sys._xoptions
                else "perf" if "perf" in sys._xoptions else "inactive")
-    print(f"fork {backend:<9} {statistics.median(times) * 1e3:7.2f} ms "
-          f"per fork (min {min(times) * 1e3:.2f}), "
-          f"{sum(sizes) / children / 1e6:6.2f} MB written per child")
+    for new_code in (False, True):
+        times, sizes = [], []
+        for _ in range(children):
+            start = time.perf_counter()
+            pid = os.fork()
+            if pid == 0:
+                if new_code:
+                    def in_child():
+                        return namespace["f0"]()
+                    in_child()
+                else:
+                    namespace["f0"]()
+                os._exit(0)
+            os.waitpid(pid, 0)
+            times.append(time.perf_counter() - start)
+            sizes.append(remove_files(pid))
+        kind = "new code" if new_code else "inherited"
+        print(f"fork {backend:<9} {kind:<9} "
+              f"{statistics.median(times) * 1e3:7.2f} ms "
+              f"per fork (min {min(times) * 1e3:.2f}), "
+              f"{sum(sizes) / children / 1e3:7.1f} kB written per child")
     remove_own_files()
 
 
