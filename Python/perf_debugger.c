@@ -466,6 +466,11 @@ seal(struct _PyPerfDebugImage *image)
     if (mem == NULL) {
         return;
     }
+#ifdef MADV_POPULATE_WRITE
+    /* Every page is written below: one call maps them all, where a fault
+       per page made a new function cost a tenth more with perf. */
+    (void)madvise(mem, total, MADV_POPULATE_WRITE);
+#endif
     memcpy(mem, image->elf, used);
     unsigned char *old = image->elf;
     ptrdiff_t delta = mem - old;
