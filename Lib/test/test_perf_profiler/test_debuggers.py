@@ -370,6 +370,20 @@ class DebuggerTestCase(PerfTestCase):
         args += ["--args", executable or sys.executable, *flags, script]
         return self.run_debugger(args)
 
+    def start_perf_script(self, script):
+        """Start script with -X perf and support.LONG_TIMEOUT as its
+        argument (how long it may sleep), its stdout a pipe; it is killed
+        and its files are removed at cleanup."""
+        proc = subprocess.Popen(
+            [sys.executable, "-X", "perf", script,
+             str(support.LONG_TIMEOUT)],
+            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+            env=self.make_env())
+        self.forget_files(proc.pid)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        return proc
+
 
 def kill_if_alive(pid):
     try:
@@ -454,8 +468,8 @@ class TestGdb(DebuggerTestCase):
     @requires_gdb
     def test_forked_child_attached_later(self):
         # The parent goes on adding symbols to the image that was growing
-        # at the fork, in memory that it shares with the child; the child
-        # reads its own copy, which gdb attached to it later finds whole.
+        # at the fork; the child moved its own copy of that image at the
+        # fork, and gdb attached to the child later finds it whole.
         script = self.write_script("""
             import os, sys, time
 
@@ -477,14 +491,7 @@ class TestGdb(DebuggerTestCase):
 
             outer()
         """)
-        proc = subprocess.Popen(
-            [sys.executable, "-X", "perf", script,
-             str(support.LONG_TIMEOUT)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            env=self.make_env())
-        self.forget_files(proc.pid)
-        self.addCleanup(proc.wait)
-        self.addCleanup(proc.kill)
+        proc = self.start_perf_script(script)
         child = int(proc.stdout.readline())
         self.forget_files(child)
         # Killed before the parent, which waits for it.
@@ -584,14 +591,7 @@ class TestGdb(DebuggerTestCase):
             support_timeout = float(sys.argv[1])
             outer()
         """)
-        proc = subprocess.Popen(
-            [sys.executable, "-X", "perf", script,
-             str(support.LONG_TIMEOUT)],
-            stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
-            env=self.make_env())
-        self.forget_map(proc.pid)
-        self.addCleanup(proc.wait)
-        self.addCleanup(proc.kill)
+        proc = self.start_perf_script(script)
         self.assertEqual(proc.stdout.readline(), b"ready\n")
         tmpdir = tempfile.mkdtemp()
         self.addCleanup(shutil.rmtree, tmpdir)
