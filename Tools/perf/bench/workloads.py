@@ -200,6 +200,86 @@ def exceptions(loops):
             level1(i)
 
 
+def generator_delegation(loops):
+    # A recursive generator walks a complete binary tree, 10 levels deep,
+    # with "yield from": each value is passed up through every level, so
+    # the time is in resuming nested generators.
+    class Tree:
+        __slots__ = ("left", "value", "right", "last")
+
+        def __init__(self, depth, start=0):
+            self.left = self.right = None
+            if depth > 1:
+                self.left = Tree(depth - 1, start)
+                start = self.left.last + 1
+            self.value = start
+            self.last = start
+            if depth > 1:
+                self.right = Tree(depth - 1, start + 1)
+                self.last = self.right.last
+
+    def walk(node):
+        if node.left is not None:
+            yield from walk(node.left)
+        yield node.value
+        if node.right is not None:
+            yield from walk(node.right)
+
+    tree = Tree(10)
+    for _ in range(loops):
+        total = 0
+        for value in walk(tree):
+            total += value
+
+
+def small_methods(loops):
+    # A scheduler: many task objects, each asked small questions through
+    # methods (priorities, readiness, bookkeeping) on every tick, as
+    # constraint solvers and simulations do.
+    class Task:
+        def __init__(self, ident, period, cost):
+            self.ident = ident
+            self.period = period
+            self.cost = cost
+            self.due = period
+            self.runs = 0
+
+        def is_ready(self, now):
+            return self.due <= now
+
+        def priority(self):
+            return self.cost * 16 - self.period
+
+        def run(self, now):
+            self.runs += 1
+            self.due = now + self.period
+            return self.cost
+
+    class Scheduler:
+        def __init__(self, tasks):
+            self.tasks = tasks
+            self.busy = 0
+
+        def pick(self, now):
+            best = None
+            for task in self.tasks:
+                if task.is_ready(now) and (
+                        best is None or task.priority() > best.priority()):
+                    best = task
+            return best
+
+        def tick(self, now):
+            task = self.pick(now)
+            if task is not None:
+                self.busy += task.run(now)
+
+    tasks = [Task(i, 3 + i % 7, 1 + i % 5) for i in range(40)]
+    for _ in range(loops):
+        scheduler = Scheduler(tasks)
+        for now in range(100):
+            scheduler.tick(now)
+
+
 def numeric_loop(loops):
     for _ in range(loops):
         x = 0.0
@@ -236,6 +316,8 @@ WORKLOADS = {
     "instantiation": (instantiation, 240),
     "dunder_methods": (dunder_methods, 240),
     "exceptions": (exceptions, 240),
+    "generator_delegation": (generator_delegation, 240),
+    "small_methods": (small_methods, 480),
     "numeric_loop": (numeric_loop, 120),
     "new_functions": (new_functions, 3000),
     "import_stdlib": (import_stdlib, 1),
