@@ -319,10 +319,19 @@ new_image(const char *code, size_t size, size_t stride,
     size_t symtab_at = eh_frame_at + eh_frame_cap;
     size_t strtab_at = symtab_at + (slots + 1) * sizeof(Elf64_Sym);
     size_t strtab_cap = 1 + slots * NAME_MAX_BYTES;
-    /* Pages of the names that are never written are never touched. */
+    /* Room for IMAGE_SLOTS slots whatever this image has (fewer at the
+       end of an arena: a third of perf_jit's images), so that the private
+       memory of any sealed image can be reused for the next one (see
+       seal()).  Pages that are never written are never touched. */
+    size_t most = sizeof(Elf64_Ehdr)
+                  + SECTION_COUNT * sizeof(Elf64_Shdr) + 8
+                  + sizeof(section_names) + _PyPerfUnwind_CIE_MAX_SIZE
+                  + IMAGE_SLOTS * _PyPerfUnwind_FDE_MAX_SIZE + 8
+                  + (IMAGE_SLOTS + 1) * sizeof(Elf64_Sym)
+                  + 1 + IMAGE_SLOTS * NAME_MAX_BYTES;
+    assert(strtab_at + strtab_cap <= most);
     long page = sysconf(_SC_PAGESIZE);
-    size_t total = _Py_SIZE_ROUND_UP(strtab_at + strtab_cap,
-                                     (size_t)(page > 0 ? page : 4096));
+    size_t total = _Py_SIZE_ROUND_UP(most, (size_t)(page > 0 ? page : 4096));
     struct _PyPerfDebugImage *image = PyMem_RawCalloc(1, sizeof(*image));
     if (image == NULL) {
         return NULL;
