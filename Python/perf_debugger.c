@@ -41,8 +41,11 @@
    symbols are moved into memory shared with forked children, like the
    arenas: only the image that grows (one per backend) is in memory of the
    process's own, and so is each image's entry in the list, which a
-   process changes when it tells the debugger.  A child moves the growing
-   images it inherited, and makes new ones in a reservation of its own. */
+   process changes when it tells the debugger.  A child leaves the
+   growing images it inherited where they are: it adds no symbol to them,
+   and the parent's later ones never reach its copy (copy-on-write), so
+   moving them would only cost each child a copy.  It makes new images in
+   a reservation of its own. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
@@ -560,15 +563,10 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
 }
 
 void
-_PyPerfDebugger_AfterFork(struct _PyPerfDebugImage *growing[], size_t n)
+_PyPerfDebugger_AfterFork(void)
 {
     /* The rest of the parent's reservation is the parent's to use. */
     debugger.images.next = debugger.images.end = NULL;
-    for (size_t i = 0; i < n; i++) {
-        if (growing[i] != NULL) {
-            seal(growing[i]);
-        }
-    }
 }
 
 void

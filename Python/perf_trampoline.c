@@ -998,11 +998,7 @@ _PyPerfTrampoline_AfterFork_Child(void)
     forked = 0;
     /* The rest of the parent's reservation is the parent's to use. */
     state.arenas.next = state.arenas.end = NULL;
-    struct _PyPerfDebugImage *growing[N_BACKENDS];
-    for (int i = 0; i < (int)N_BACKENDS; i++) {
-        growing[i] = state.pools[i].image;
-    }
-    _PyPerfDebugger_AfterFork(growing, N_BACKENDS);
+    _PyPerfDebugger_AfterFork();
     _PyPerfFile_AfterFork();
     /* A map copied whole names every trampoline the child inherited. */
     int map_copied = _PyPerfMap_AfterFork();

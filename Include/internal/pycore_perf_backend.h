@@ -141,10 +141,9 @@ extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *name, size_t len,
                                      size_t qualname_end, int batch);
 extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
-/* In a forked child, before anything is described: the n images in
-   growing (NULL ones are skipped) get no more symbols in this process. */
-extern void _PyPerfDebugger_AfterFork(struct _PyPerfDebugImage *growing[],
-                                      size_t n);
+/* In a forked child, before anything is described (the images that were
+   growing at the fork get no more symbols in this process). */
+extern void _PyPerfDebugger_AfterFork(void);
 
 
 /* Description files (Python/perf_description_file.c) ***********************/

@@ -468,8 +468,8 @@ class TestGdb(DebuggerTestCase):
     @requires_gdb
     def test_forked_child_attached_later(self):
         # The parent goes on adding symbols to the image that was growing
-        # at the fork; the child moved its own copy of that image at the
-        # fork, and gdb attached to the child later finds it whole.
+        # at the fork; the child's copy of that image is its own (copy on
+        # write), and gdb attached to the child later finds it whole.
         script = self.write_script("""
             import os, sys, time
 
