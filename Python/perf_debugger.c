@@ -305,6 +305,36 @@ add_section(struct _PyPerfDebugImage *image, int index, size_t *name,
     return s;
 }
 
+/* Where the parts of an image for n slots are: the ELF header, the
+   section headers, their names, .eh_frame (one FDE per slot), .symtab
+   and the room for .strtab, which ends at "end". */
+typedef struct {
+    size_t sections_at;
+    size_t names_at;
+    size_t eh_frame_at;
+    size_t eh_frame_cap;
+    size_t symtab_at;
+    size_t strtab_at;
+    size_t strtab_cap;
+    size_t end;
+} image_layout;
+
+static image_layout
+layout_image(size_t slots)
+{
+    image_layout at;
+    at.sections_at = sizeof(Elf64_Ehdr);
+    at.names_at = at.sections_at + SECTION_COUNT * sizeof(Elf64_Shdr);
+    at.eh_frame_at = _Py_SIZE_ROUND_UP(at.names_at + sizeof(section_names), 8);
+    at.eh_frame_cap = _PyPerfUnwind_CIE_MAX_SIZE
+                      + slots * _PyPerfUnwind_FDE_MAX_SIZE + 8;
+    at.symtab_at = at.eh_frame_at + at.eh_frame_cap;
+    at.strtab_at = at.symtab_at + (slots + 1) * sizeof(Elf64_Sym);
+    at.strtab_cap = 1 + slots * NAME_MAX_BYTES;
+    at.end = at.strtab_at + at.strtab_cap;
+    return at;
+}
+
 /* A new image for the slots from code on, up to arena_end, with their
    unwind information and no symbols; NULL if there is no memory. */
 static struct _PyPerfDebugImage *
@@ -313,28 +343,14 @@ new_image(const char *code, size_t size, size_t stride,
 {
     size_t slots = Py_MIN((size_t)IMAGE_SLOTS,
                           (size_t)(arena_end - code) / stride);
-    size_t sections_at = sizeof(Elf64_Ehdr);
-    size_t names_at = sections_at + SECTION_COUNT * sizeof(Elf64_Shdr);
-    size_t eh_frame_at = _Py_SIZE_ROUND_UP(names_at + sizeof(section_names),
-                                           8);
-    size_t eh_frame_cap = _PyPerfUnwind_CIE_MAX_SIZE
-                          + slots * _PyPerfUnwind_FDE_MAX_SIZE + 8;
-    size_t symtab_at = eh_frame_at + eh_frame_cap;
-    size_t strtab_at = symtab_at + (slots + 1) * sizeof(Elf64_Sym);
-    size_t strtab_cap = 1 + slots * NAME_MAX_BYTES;
+    image_layout at = layout_image(slots);
     /* Room for IMAGE_SLOTS slots whatever this image has (fewer at the
        end of an arena: a third of perf_jit's images), so that the private
        memory of any sealed image can be reused for the next one (see
        seal()).  Pages that are never written are never touched. */
-    size_t most = sizeof(Elf64_Ehdr)
-                  + SECTION_COUNT * sizeof(Elf64_Shdr) + 8
-                  + sizeof(section_names) + _PyPerfUnwind_CIE_MAX_SIZE
-                  + IMAGE_SLOTS * _PyPerfUnwind_FDE_MAX_SIZE + 8
-                  + (IMAGE_SLOTS + 1) * sizeof(Elf64_Sym)
-                  + 1 + IMAGE_SLOTS * NAME_MAX_BYTES;
-    assert(strtab_at + strtab_cap <= most);
     long page = sysconf(_SC_PAGESIZE);
-    size_t total = _Py_SIZE_ROUND_UP(most, (size_t)(page > 0 ? page : 4096));
+    size_t total = _Py_SIZE_ROUND_UP(layout_image(IMAGE_SLOTS).end,
+                                     (size_t)(page > 0 ? page : 4096));
     struct _PyPerfDebugImage *image = PyMem_RawCalloc(1, sizeof(*image));
     if (image == NULL) {
         return NULL;
@@ -359,10 +375,10 @@ new_image(const char *code, size_t size, size_t stride,
     image->stride = stride;
     image->slots = slots;
     image->elf = (unsigned char *)mem;
-    image->sections = (Elf64_Shdr *)(image->elf + sections_at);
-    image->symbols = (Elf64_Sym *)(image->elf + symtab_at);
-    image->strtab = (char *)image->elf + strtab_at;
-    image->strtab_cap = strtab_cap;
+    image->sections = (Elf64_Shdr *)(image->elf + at.sections_at);
+    image->symbols = (Elf64_Sym *)(image->elf + at.symtab_at);
+    image->strtab = (char *)image->elf + at.strtab_at;
+    image->strtab_cap = at.strtab_cap;
 
     Elf64_Ehdr *ehdr = (Elf64_Ehdr *)image->elf;
     memcpy(ehdr->e_ident, ELFMAG, SELFMAG);
@@ -374,18 +390,18 @@ new_image(const char *code, size_t size, size_t stride,
     ehdr->e_machine = IMAGE_MACHINE;
     ehdr->e_version = EV_CURRENT;
     ehdr->e_flags = IMAGE_FLAGS;
-    ehdr->e_shoff = sections_at;
+    ehdr->e_shoff = at.sections_at;
     ehdr->e_ehsize = sizeof(Elf64_Ehdr);
     ehdr->e_shentsize = sizeof(Elf64_Shdr);
     ehdr->e_shnum = SECTION_COUNT;
     ehdr->e_shstrndx = SECTION_SHSTRTAB;
-    memcpy(image->elf + names_at, section_names, sizeof(section_names));
+    memcpy(image->elf + at.names_at, section_names, sizeof(section_names));
 
     /* One FDE per slot, with absolute addresses: the image is in memory
        of its own, too far from the code for 4-byte pc-relative ones.  The
        FDEs differ only in their address (the 8 bytes after the CIE
        pointer, which is relative), so the first one is copied. */
-    _PyPerfBuf b = {image->elf + eh_frame_at, 0, eh_frame_cap};
+    _PyPerfBuf b = {image->elf + at.eh_frame_at, 0, at.eh_frame_cap};
     size_t cie = _PyPerfUnwind_WriteCIE(&b, 1);
     size_t first = _PyPerfUnwind_WriteFDE(&b, cie, 1, size,
                                           (int64_t)(uintptr_t)code, 0);
@@ -403,25 +419,25 @@ new_image(const char *code, size_t size, size_t stride,
     size_t name = 1;
     Elf64_Shdr *text = add_section(image, SECTION_TEXT, &name, SHT_NOBITS,
                                    SHF_ALLOC | SHF_EXECINSTR,
-                                   eh_frame_at, slots * stride);
+                                   at.eh_frame_at, slots * stride);
     text->sh_addr = (Elf64_Addr)(uintptr_t)code;
     text->sh_addralign = 16;
     add_section(image, SECTION_EH_FRAME, &name, SHT_PROGBITS, SHF_ALLOC,
-                eh_frame_at, b.len);
+                at.eh_frame_at, b.len);
     Elf64_Shdr *symtab = add_section(image, SECTION_SYMTAB, &name,
-                                     SHT_SYMTAB, 0, symtab_at,
+                                     SHT_SYMTAB, 0, at.symtab_at,
                                      sizeof(Elf64_Sym));
     symtab->sh_link = SECTION_STRTAB;
     symtab->sh_info = 1;                    /* the first global */
     symtab->sh_entsize = sizeof(Elf64_Sym);
-    add_section(image, SECTION_STRTAB, &name, SHT_STRTAB, 0, strtab_at, 1);
-    add_section(image, SECTION_SHSTRTAB, &name, SHT_STRTAB, 0, names_at,
+    add_section(image, SECTION_STRTAB, &name, SHT_STRTAB, 0, at.strtab_at, 1);
+    add_section(image, SECTION_SHSTRTAB, &name, SHT_STRTAB, 0, at.names_at,
                 sizeof(section_names));
     image->sections[SECTION_SHSTRTAB].sh_addralign = 1;
     image->sections[SECTION_STRTAB].sh_addralign = 1;
 
     image->entry.symfile_addr = (const char *)image->elf;
-    image->entry.symfile_size = strtab_at + 1;
+    image->entry.symfile_size = at.strtab_at + 1;
 
     return image;
 }
