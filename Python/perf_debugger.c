@@ -172,10 +172,10 @@ static struct {
     _PyPerfRegion images;
     /* The private memory of the last image sealed, kept for the next
        one: its pages are mapped, so reusing them costs no munmap() (a TLB
-       flush) and no fault per page.  spare_used bytes of it were
+       flush) and no fault per page (every image's private memory has
+       the same size, see new_image()).  spare_used bytes of it were
        written. */
     unsigned char *spare;
-    size_t spare_bytes;
     size_t spare_used;
 } debugger = {DEBUGGER_BURST_NS, 0, 0, {NULL, NULL, 1}};
 
@@ -357,7 +357,7 @@ new_image(const char *code, size_t size, size_t stride,
     }
     /* Private while it grows (see seal()). */
     char *mem;
-    if (debugger.spare != NULL && debugger.spare_bytes == total) {
+    if (debugger.spare != NULL) {
         mem = (char *)debugger.spare;
         memset(mem, 0, debugger.spare_used);
         debugger.spare = NULL;
@@ -528,7 +528,6 @@ seal(struct _PyPerfDebugImage *image)
     image->sealed = 1;
     if (debugger.spare == NULL) {
         debugger.spare = old;
-        debugger.spare_bytes = image->bytes;
         debugger.spare_used = used;
     }
     else {
