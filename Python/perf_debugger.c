@@ -306,13 +306,14 @@ add_section(struct _PyPerfDebugImage *image, int index, size_t *name,
 }
 
 /* Where the parts of an image for n slots are: the ELF header, the
-   section headers, their names, .eh_frame (one FDE per slot), .symtab
-   and the room for .strtab, which ends at "end". */
+   section headers, their names, .eh_frame (a CIE of cie_size bytes, an
+   FDE of fde_size bytes per slot and the terminator), .symtab and the
+   room for .strtab, which ends at "end". */
 typedef struct {
     size_t sections_at;
     size_t names_at;
     size_t eh_frame_at;
-    size_t eh_frame_cap;
+    size_t eh_frame_size;
     size_t symtab_at;
     size_t strtab_at;
     size_t strtab_cap;
@@ -320,15 +321,14 @@ typedef struct {
 } image_layout;
 
 static image_layout
-layout_image(size_t slots)
+layout_image(size_t slots, size_t cie_size, size_t fde_size)
 {
     image_layout at;
     at.sections_at = sizeof(Elf64_Ehdr);
     at.names_at = at.sections_at + SECTION_COUNT * sizeof(Elf64_Shdr);
     at.eh_frame_at = _Py_SIZE_ROUND_UP(at.names_at + sizeof(section_names), 8);
-    at.eh_frame_cap = _PyPerfUnwind_CIE_MAX_SIZE
-                      + slots * _PyPerfUnwind_FDE_MAX_SIZE + 8;
-    at.symtab_at = at.eh_frame_at + at.eh_frame_cap;
+    at.eh_frame_size = cie_size + slots * fde_size + 4;
+    at.symtab_at = _Py_SIZE_ROUND_UP(at.eh_frame_at + at.eh_frame_size, 8);
     at.strtab_at = at.symtab_at + (slots + 1) * sizeof(Elf64_Sym);
     at.strtab_cap = 1 + slots * NAME_MAX_BYTES;
     at.end = at.strtab_at + at.strtab_cap;
@@ -343,14 +343,29 @@ new_image(const char *code, size_t size, size_t stride,
 {
     size_t slots = Py_MIN((size_t)IMAGE_SLOTS,
                           (size_t)(arena_end - code) / stride);
-    image_layout at = layout_image(slots);
+    /* The CIE and the first slot's FDE, which the others copy: the FDEs
+       differ only in their address (the 8 bytes after the CIE pointer,
+       which is relative).  So .eh_frame takes exactly what the slots
+       need, where room for the longest FDE possible was up to a fifth of
+       what sealing an image copied. */
+    unsigned char first[_PyPerfUnwind_CIE_MAX_SIZE
+                        + _PyPerfUnwind_FDE_MAX_SIZE];
+    _PyPerfBuf u = {first, 0, sizeof(first)};
+    size_t cie = _PyPerfUnwind_WriteCIE(&u, 1);
+    size_t cie_size = u.len - cie;
+    size_t fde = _PyPerfUnwind_WriteFDE(&u, cie, 1, size,
+                                        (int64_t)(uintptr_t)code, 0);
+    size_t fde_size = u.len - fde;
+    image_layout at = layout_image(slots, cie_size, fde_size);
     /* Room for IMAGE_SLOTS slots whatever this image has (fewer at the
        end of an arena: a third of perf_jit's images), so that the private
        memory of any sealed image can be reused for the next one (see
-       seal()).  Pages that are never written are never touched. */
+       seal()): the sizes above are the same for every image.  Pages that
+       are never written are never touched. */
     long page = sysconf(_SC_PAGESIZE);
-    size_t total = _Py_SIZE_ROUND_UP(layout_image(IMAGE_SLOTS).end,
-                                     (size_t)(page > 0 ? page : 4096));
+    size_t total = _Py_SIZE_ROUND_UP(
+        layout_image(IMAGE_SLOTS, cie_size, fde_size).end,
+        (size_t)(page > 0 ? page : 4096));
     struct _PyPerfDebugImage *image = PyMem_RawCalloc(1, sizeof(*image));
     if (image == NULL) {
         return NULL;
@@ -398,23 +413,19 @@ new_image(const char *code, size_t size, size_t stride,
     memcpy(image->elf + at.names_at, section_names, sizeof(section_names));
 
     /* One FDE per slot, with absolute addresses: the image is in memory
-       of its own, too far from the code for 4-byte pc-relative ones.  The
-       FDEs differ only in their address (the 8 bytes after the CIE
-       pointer, which is relative), so the first one is copied. */
-    _PyPerfBuf b = {image->elf + at.eh_frame_at, 0, at.eh_frame_cap};
-    size_t cie = _PyPerfUnwind_WriteCIE(&b, 1);
-    size_t first = _PyPerfUnwind_WriteFDE(&b, cie, 1, size,
-                                          (int64_t)(uintptr_t)code, 0);
-    size_t fde_size = b.len - first;
+       of its own, too far from the code for 4-byte pc-relative ones. */
+    _PyPerfBuf b = {image->elf + at.eh_frame_at, 0, at.eh_frame_size};
+    _PyPerfBuf_PutBytes(&b, first, u.len);
     for (size_t i = 1; i < slots; i++) {
-        size_t fde = b.len;
-        _PyPerfBuf_PutBytes(&b, b.buf + first, fde_size);
-        uint32_t cie_pointer = (uint32_t)(fde + 4 - cie);
+        size_t next = b.len;
+        _PyPerfBuf_PutBytes(&b, first + fde, fde_size);
+        uint32_t cie_pointer = (uint32_t)(next + 4 - cie);
         uint64_t pc_begin = (uint64_t)(uintptr_t)(code + i * stride);
-        memcpy(b.buf + fde + 4, &cie_pointer, 4);
-        memcpy(b.buf + fde + 8, &pc_begin, 8);
+        memcpy(b.buf + next + 4, &cie_pointer, 4);
+        memcpy(b.buf + next + 8, &pc_begin, 8);
     }
     _PyPerfBuf_PutU32(&b, 0);               /* the terminator */
+    assert(b.len == at.eh_frame_size);
 
     size_t name = 1;
     Elf64_Shdr *text = add_section(image, SECTION_TEXT, &name, SHT_NOBITS,
