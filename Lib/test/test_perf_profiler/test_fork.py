@@ -427,9 +427,9 @@ class TestFork(PerfTestCase):
             with self.subTest(backend=backend):
                 made = results[backend][0] - results["none"][0]
                 copied = results[backend][1] - results["none"][1]
-                # 40,000 trampolines: their arenas and images take 5 MiB
-                # (perf) and 14 MiB (perf_jit).
-                self.assertGreaterEqual(made, 4096, results)
+                # 40,000 trampolines: their arenas and images take 3 MiB
+                # (perf) and 8 MiB (perf_jit), twice what a copy may be.
+                self.assertGreaterEqual(made, 2048, results)
                 # A few pages: the ones the child touched since the fork
                 # (and the ASLR-dependent noise of a private heap).
                 self.assertLessEqual(copied, 1024, results)
