@@ -195,6 +195,9 @@ def images(path):
                          text["addr"] + value, size))
         eh = s[".eh_frame"]
         fdes = fde_ranges(elf[eh["offset"]:eh["offset"] + eh["size"]])
+        # No room is left after the FDEs: .symtab follows them.
+        gap = symtab["offset"] - (eh["offset"] + eh["size"])
+        assert 0 <= gap < 8, gap
         result.append((text["addr"], text["size"], syms, fdes))
     return result, described
 '''
