@@ -173,10 +173,8 @@ static struct {
     /* The private memory of the last image sealed, kept for the next
        one: its pages are mapped, so reusing them costs no munmap() (a TLB
        flush) and no fault per page (every image's private memory has
-       the same size, see new_image()).  spare_used bytes of it were
-       written. */
+       the same size, see new_image()). */
     unsigned char *spare;
-    size_t spare_used;
 } debugger = {DEBUGGER_BURST_NS, 0, 0, {NULL, NULL, 1}};
 
 /* The CPU time of the process: it does not advance while a debugger has
@@ -370,11 +368,12 @@ new_image(const char *code, size_t size, size_t stride,
     if (image == NULL) {
         return NULL;
     }
-    /* Private while it grows (see seal()). */
+    /* Private while it grows (see seal()).  Reused memory holds the
+       last image: every byte up to .strtab is written or zeroed below,
+       and .strtab as it grows. */
     char *mem;
     if (debugger.spare != NULL) {
         mem = (char *)debugger.spare;
-        memset(mem, 0, debugger.spare_used);
         debugger.spare = NULL;
     }
     else {
@@ -394,6 +393,14 @@ new_image(const char *code, size_t size, size_t stride,
     image->symbols = (Elf64_Sym *)(image->elf + at.symtab_at);
     image->strtab = (char *)image->elf + at.strtab_at;
     image->strtab_cap = at.strtab_cap;
+
+    /* The headers, the padding after .eh_frame and the null symbol are
+       partly or wholly zero. */
+    memset(image->elf, 0, at.eh_frame_at);
+    memset(image->elf + at.eh_frame_at + at.eh_frame_size, 0,
+           at.symtab_at + sizeof(Elf64_Sym)
+           - (at.eh_frame_at + at.eh_frame_size));
+    image->strtab[0] = '\0';
 
     Elf64_Ehdr *ehdr = (Elf64_Ehdr *)image->elf;
     memcpy(ehdr->e_ident, ELFMAG, SELFMAG);
@@ -468,19 +475,29 @@ add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
     const char *parts[4] = {name, " (", name + qualname_end + 1, ")"};
     size_t lengths[4] = {qualname_end, 2, len - qualname_end - 1, 1};
     size_t n = 0;
-    for (int i = 0; i < 4; i++) {
-        size_t k = Py_MIN(lengths[i], (size_t)NAME_MAX_BYTES - 1 - n);
-        if (k < lengths[i]) {
-            /* Too long: cut short, at a character boundary. */
-            while (k > 0 && ((unsigned char)parts[i][k] & 0xc0) == 0x80) {
-                k--;
+    if (len + 2 < NAME_MAX_BYTES) {
+        /* Whole (nearly always). */
+        memcpy(dest, parts[0], lengths[0]);
+        memcpy(dest + lengths[0], " (", 2);
+        memcpy(dest + lengths[0] + 2, parts[2], lengths[2]);
+        n = len + 1;
+        dest[n++] = ')';
+    }
+    else {
+        for (int i = 0; i < 4; i++) {
+            size_t k = Py_MIN(lengths[i], (size_t)NAME_MAX_BYTES - 1 - n);
+            if (k < lengths[i]) {
+                /* Too long: cut short, at a character boundary. */
+                while (k > 0 && ((unsigned char)parts[i][k] & 0xc0) == 0x80) {
+                    k--;
+                }
+                memcpy(dest + n, parts[i], k);
+                n += k;
+                break;
             }
             memcpy(dest + n, parts[i], k);
             n += k;
-            break;
         }
-        memcpy(dest + n, parts[i], k);
-        n += k;
     }
     dest[n] = '\0';
     assert(at + n + 1 <= image->strtab_cap);
@@ -539,7 +556,6 @@ seal(struct _PyPerfDebugImage *image)
     image->sealed = 1;
     if (debugger.spare == NULL) {
         debugger.spare = old;
-        debugger.spare_used = used;
     }
     else {
         (void)munmap(old, image->bytes);

@@ -95,8 +95,8 @@ typedef struct {
     dev_t dev;
     ino_t ino;
     int users;                  /* while positive, it is open */
-    /* Held records (see HELD_MAX), the first made at held_since (on
-       CLOCK_MONOTONIC_COARSE, in nanoseconds). */
+    /* Held records (see HELD_MAX), the first made at held_since (see
+       now_ns()). */
     char *held;
     size_t held_len;
     size_t held_cap;
@@ -107,9 +107,8 @@ typedef struct {
 static struct {
     description_file file[_PyPerfFile_KINDS];
     description_file pending[_PyPerfFile_KINDS];    /* being opened */
-    /* When the last description of a trampoline was made (on
-       CLOCK_MONOTONIC, which tells apart what the coarse clock does
-       not), and how many came in a burst up to it. */
+    /* When the last description of a trampoline was made, and how many
+       came in a burst up to it. */
     int64_t last_description;
     int in_burst;
     size_t written_bytes;       /* statistics */
@@ -123,8 +122,8 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 #define UNLOCK() pthread_mutex_unlock(&files_lock)
 
 /* The number of kinds with records held, and when the first of them is
-   HELD_FOR_NS old (CLOCK_MONOTONIC_COARSE, in nanoseconds): read
-   without the lock, by PyEval_SaveThread() and the eval breaker. */
+   HELD_FOR_NS old (see now_ns()): read without the lock, by
+   PyEval_SaveThread() and the eval breaker. */
 int _PyPerfFile_held = 0;
 int64_t _PyPerfFile_deadline = 0;
 /* Checks of the eval breaker made while anything was held: they pace
@@ -271,11 +270,15 @@ holding(void)
     return files.holding || import_depth > 0;
 }
 
+/* The time in nanoseconds, on CLOCK_MONOTONIC: a description is timed
+   once, for both the burst it may be part of (which the coarse clock's
+   ticks of a few milliseconds could not tell) and the age of what is
+   held. */
 static int64_t
 now_ns(void)
 {
     struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC_COARSE, &ts) < 0) {
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
         return 0;
     }
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -317,9 +320,9 @@ flush(description_file *f)
 }
 
 static int
-overdue(const description_file *f)
+overdue(const description_file *f, int64_t now)
 {
-    return f->held_len > 0 && now_ns() - f->held_since >= HELD_FOR_NS;
+    return f->held_len > 0 && now - f->held_since >= HELD_FOR_NS;
 }
 
 static int
@@ -553,9 +556,10 @@ _PyPerfFile_EndImport(void)
 
 /* Writing ******************************************************************/
 
-/* Hold buf for f, or write it with what is held if that is due. */
+/* Hold buf for f, made at "now", or write it with what is held if that
+   is due. */
 static int
-hold(description_file *f, const void *buf, size_t size)
+hold(description_file *f, const void *buf, size_t size, int64_t now)
 {
     if (f->held_len + size > f->held_cap) {
         size_t cap = Py_MAX(f->held_len + size,
@@ -569,7 +573,7 @@ hold(description_file *f, const void *buf, size_t size)
     if (f->held_len + size <= f->held_cap) {
         int first = f->held_len == 0;
         if (first) {
-            f->held_since = now_ns();
+            f->held_since = now;
             _PyPerfFile_held++;
         }
         memcpy(f->held + f->held_len, buf, size);
@@ -578,7 +582,7 @@ hold(description_file *f, const void *buf, size_t size)
         if (first) {
             update_deadline();
         }
-        int due = (f->held_len >= HELD_MAX || overdue(f)
+        int due = (f->held_len >= HELD_MAX || overdue(f, now)
                    || (f->held_count >= HELD_COUNT && holding()));
         return due ? flush(f) : 0;
     }
@@ -602,7 +606,8 @@ _PyPerfFile_Write(int kind, const void *buf, size_t size)
         res = -1;
     }
     else {
-        res = holding() ? hold(f, buf, size) : write_now(f, buf, size);
+        res = holding() ? hold(f, buf, size, now_ns())
+                        : write_now(f, buf, size);
     }
     UNLOCK();
     return res;
@@ -619,15 +624,11 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size)
         res = -1;
     }
     else {
-        struct timespec ts;
-        int64_t now = 0;
-        if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
-            now = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        }
+        int64_t now = now_ns();
         files.in_burst = (now - files.last_description < BURST_NS
                           ? Py_MIN(files.in_burst + 1, BURST_MIN) : 1);
         files.last_description = now;
-        res = hold(f, buf, size);
+        res = hold(f, buf, size, now);
         if (res == 0 && files.in_burst < BURST_MIN && !holding()) {
             res = flush(f);
         }
@@ -652,7 +653,8 @@ _PyPerfFile_WriteHeldNow(int kind, int all, int *wrote)
     LOCK();
     description_file *f = &files.file[kind];
     int res = 0;
-    *wrote = f->users > 0 && f->held_len > 0 && (all || overdue(f));
+    *wrote = (f->users > 0 && f->held_len > 0
+              && (all || overdue(f, now_ns())));
     if (*wrote) {
         res = flush(f);
     }

@@ -17,6 +17,7 @@
    active. */
 
 #include "Python.h"
+#include "pycore_bitutils.h"      // _Py_bit_length()
 #include "pycore_perf_backend.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
@@ -47,16 +48,12 @@ perf_map_close(void)
 static char *
 put_hex(char *p, uintptr_t v)
 {
-    char digits[2 * sizeof(uintptr_t)];
-    int n = 0;
-    do {
-        digits[n++] = "0123456789abcdef"[v & 0xf];
-        v >>= 4;
-    } while (v != 0);
-    while (n > 0) {
-        *p++ = digits[--n];
+    Py_BUILD_ASSERT(sizeof(uintptr_t) <= sizeof(unsigned long));
+    int n = Py_MAX((_Py_bit_length((unsigned long)v) + 3) / 4, 1);
+    for (int i = n; i-- > 0; v >>= 4) {
+        p[i] = "0123456789abcdef"[v & 0xf];
     }
-    return p;
+    return p + n;
 }
 
 /* Append the line "ADDR SIZE NAME" to the map, with the control

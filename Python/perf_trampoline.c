@@ -174,10 +174,35 @@ static struct {
 
 /* Names ********************************************************************/
 
-/* The UTF-8 bytes of one part of a name: an ASCII string as it is, others
-   encoded into *owned (backslashreplace: file names may hold lone
-   surrogates), which the caller releases; "?" if that fails. */
+/* The UTF-8 bytes of a str that is not ASCII, encoded into *owned
+   (backslashreplace: file names may hold lone surrogates), which the
+   caller releases; "?" if that fails.  The exception of the frame being
+   started (generator.throw()) is kept aside meanwhile. */
 static void
+encoded_symbol_part(PyObject *str, const char **src, size_t *n,
+                    PyObject **owned)
+{
+    *src = "?";
+    *n = 1;
+    if (!PyUnicode_Check(str)) {
+        return;
+    }
+    PyObject *exc, *val, *tb;
+    PyErr_Fetch(&exc, &val, &tb);
+    *owned = _PyUnicode_AsUTF8String(str, "backslashreplace");
+    if (*owned != NULL) {
+        *src = PyBytes_AS_STRING(*owned);
+        *n = (size_t)PyBytes_GET_SIZE(*owned);
+    }
+    else {
+        PyErr_Clear();
+    }
+    PyErr_Restore(exc, val, tb);
+}
+
+/* The UTF-8 bytes of one part of a name: an ASCII string as it is, others
+   as encoded_symbol_part() makes them. */
+static inline void
 symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
 {
     *owned = NULL;
@@ -188,17 +213,7 @@ symbol_part(PyObject *str, const char **src, size_t *n, PyObject **owned)
         *n = (size_t)PyUnicode_GET_LENGTH(str);
         return;
     }
-    if (PyUnicode_Check(str)) {
-        *owned = _PyUnicode_AsUTF8String(str, "backslashreplace");
-        if (*owned != NULL) {
-            *src = PyBytes_AS_STRING(*owned);
-            *n = (size_t)PyBytes_GET_SIZE(*owned);
-            return;
-        }
-        PyErr_Clear();
-    }
-    *src = "?";
-    *n = 1;
+    encoded_symbol_part(str, src, n, owned);
 }
 
 /* A control character (below 0x20, or 0x7f) would break a line-based
@@ -539,15 +554,16 @@ describe(int index, char *code, PyCodeObject *co, int is_new)
         (void)_PyPerfTrampoline_FormatSymbol(co, name, n, &qualname_end);
     }
     size_t size = code_size(backend);
+    int holding = _PyPerfFile_Holding();
     if (is_new) {
         _PyPerfDebugger_Describe(&pool->image, code, size, stride(backend),
                                  pool->limit, name, n, qualname_end,
-                                 _PyPerfFile_Holding());
+                                 holding);
     }
     if (backend->write_entry(code, size, name, n) < 0) {
         report_write_failure(index, errno);
     }
-    else if (_PyPerfFile_held && !_PyPerfFile_Holding()) {
+    else if (_PyPerfFile_held && !holding) {
         /* Written in time by the eval breaker (see
            Python/perf_description_file.c). */
         _Py_atomic_store_relaxed(
@@ -588,8 +604,10 @@ claim_inherited(int index, PyCodeObject *co)
 
 /* Give "co" a trampoline of the calling thread's backend and describe
    it.  Return NULL if that is not possible; the frame then runs without
-   one.  Never raises: the caller may be starting a frame with an
-   exception set (generator.throw()). */
+   one.  Never raises, nor changes the exception set: the caller may be
+   starting a frame with one (generator.throw()).  (Only a name that is
+   not ASCII is made with Python's API, see encoded_symbol_part(); the
+   warnings keep the exception, like PySys_FormatStderr().) */
 static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
@@ -611,17 +629,15 @@ compile_trampoline(PyCodeObject *co)
     if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
-    PyObject *exc, *val, *tb;
-    PyErr_Fetch(&exc, &val, &tb);
-    char *code = claim_inherited(index, co);
+    /* Only a process that was forked has inherited trampolines. */
+    char *code = (state.forked_from[pool->slot] != 0
+                  ? claim_inherited(index, co) : NULL);
     if (code != NULL) {
-        PyErr_Restore(exc, val, tb);
         return (py_trampoline)code;
     }
     if (pool->next == NULL || (size_t)(pool->limit - pool->next) < step) {
         if (new_arena(backend, pool) < 0) {
             pool->arena_failed = 1;
-            PyErr_Restore(exc, val, tb);
             PySys_FormatStderr(
                 "Warning: cannot allocate memory for perf trampolines "
                 "(%s); Python functions started from now on will not "
@@ -637,7 +653,6 @@ compile_trampoline(PyCodeObject *co)
         state.trampolines++;
         describe(index, code, co, 1);
     }
-    PyErr_Restore(exc, val, tb);
     return res < 0 ? NULL : (py_trampoline)code;
 }
 

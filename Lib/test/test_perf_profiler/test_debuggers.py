@@ -198,6 +198,20 @@ def images(path):
         # No room is left after the FDEs: .symtab follows them.
         gap = symtab["offset"] - (eh["offset"] + eh["size"])
         assert 0 <= gap < 8, gap
+        # Whatever memory an image reuses, what it does not set is zero:
+        # the header's unused fields, the null section and symbol, the
+        # links of sections other than .symtab and the padding.
+        shoff, = struct.unpack_from("<Q", elf, 0x28)
+        assert elf[:0x40] == copies[0][:0x40], "ELF headers differ"
+        assert elf[9:16] + elf[0x18:0x28] + elf[0x36:0x3a] == bytes(27)
+        assert elf[shoff:shoff + 64] == bytes(64)
+        assert elf[symtab["offset"]:symtab["offset"] + 24] == bytes(24)
+        names = s[".shstrtab"]
+        assert elf[names["offset"] + names["size"]:eh["offset"]].count(0) \
+            == eh["offset"] - (names["offset"] + names["size"])
+        assert elf[eh["offset"] + eh["size"]:symtab["offset"]] == bytes(gap)
+        assert all(sec["link"] == sec["info"] == 0
+                   for name, sec in s.items() if name != ".symtab")
         result.append((text["addr"], text["size"], syms, fdes))
     return result, described
 '''

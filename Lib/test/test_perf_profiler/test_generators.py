@@ -50,6 +50,17 @@ class TestGeneratorsAndCoroutines(PerfTestCase):
         except KeyError as exc:
             out["throw_unstarted"] = repr(exc)
 
+        # A name that is not ASCII is encoded while the exception is set.
+        def thrown_\u00e9():
+            yield 1
+
+        g = thrown_\u00e9()
+        try:
+            g.throw(KeyError("boom"))
+        except KeyError as exc:
+            out["throw_unstarted_encoded"] = [repr(exc),
+                                              repr(exc.__context__)]
+
         def catcher():
             try:
                 yield 1
@@ -115,6 +126,7 @@ class TestGeneratorsAndCoroutines(PerfTestCase):
     EXPECTED = {
         "deleg": [[0, 1, 2], 60],
         "throw_unstarted": "KeyError('boom')",
+        "throw_unstarted_encoded": ["KeyError('boom')", "None"],
         "throw_started": ["caught v", "end"],
         "closed": True,
         "genexpr": 285,
@@ -135,7 +147,8 @@ class TestGeneratorsAndCoroutines(PerfTestCase):
                     continue
                 text = self.assert_map_file(pid)
                 for qualname in (
-                        "gen", "deleg", "thrown", "catcher", "closer",
+                        "gen", "deleg", "thrown", "thrown_\u00e9",
+                        "catcher", "closer",
                         "<genexpr>", "leaf", "mid", "top",
                         "top.<locals>.<listcomp>", "sleeper", "agen",
                         "consume", "consume.<locals>.<listcomp>", "gather"):
