@@ -244,7 +244,7 @@ tell_debugger(struct _PyPerfDebugImage *image)
    later, or reads a core file, sees them all.  Without a debugger,
    notifications take nanoseconds. */
 static int
-may_tell(void)
+may_tell(int64_t wall)
 {
     if (debugger.credit_ns >= NOTIFY_COST_NS) {
         /* The credit is brought up to date only when it runs short:
@@ -252,16 +252,12 @@ may_tell(void)
            starts many functions would make for each. */
         return 1;
     }
-    /* Nor before enough wall time has passed for the CPU time to make up
-       the difference (a process uses its CPU time no faster than that,
-       but for its other threads, which only makes the rule stricter). */
-    struct timespec ts;
-    int64_t wall = 0;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) == 0) {
-        wall = (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-        if (wall < debugger.next_look_ns) {
-            return 0;
-        }
+    /* Nor before enough wall time (CLOCK_MONOTONIC, "wall") has passed
+       for the CPU time to make up the difference (a process uses its CPU
+       time no faster than that, but for its other threads, which only
+       makes the rule stricter). */
+    if (wall < debugger.next_look_ns) {
+        return 0;
     }
     int64_t now = cpu_time_ns();
     if (now < debugger.last_ns) {
@@ -567,7 +563,8 @@ void
 _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                          const char *code, size_t size, size_t stride,
                          const char *arena_end, const char *name,
-                         size_t len, size_t qualname_end, int batch)
+                         size_t len, size_t qualname_end, int batch,
+                         int64_t now)
 {
     struct _PyPerfDebugImage *image = *current;
     int is_new = 0;
@@ -595,7 +592,7 @@ _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
     /* A new image is told whatever the budget (once per IMAGE_SLOTS
        trampolines), and charged to it: a debugger unwinds through the
        slots it covers only once it is told. */
-    if ((!batch && may_tell()) || is_new) {
+    if ((!batch && may_tell(now)) || is_new) {
         tell_debugger(image);
         charge_notification();
     }
@@ -617,7 +614,7 @@ _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image)
     if (image == NULL || !image->stale) {
         return;
     }
-    if (may_tell()) {
+    if (may_tell(_PyPerfFile_Now())) {
         tell_debugger(image);
         charge_notification();
     }

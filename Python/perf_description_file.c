@@ -271,9 +271,9 @@ holding(void)
 }
 
 /* The time in nanoseconds, on CLOCK_MONOTONIC: a description is timed
-   once, for both the burst it may be part of (which the coarse clock's
-   ticks of a few milliseconds could not tell) and the age of what is
-   held. */
+   once, for the burst it may be part of (which the coarse clock's ticks
+   of a few milliseconds could not tell), the age of what is held, and
+   what the backends and debuggers need (see _PyPerfFile_Now()). */
 static int64_t
 now_ns(void)
 {
@@ -614,7 +614,8 @@ _PyPerfFile_Write(int kind, const void *buf, size_t size)
 }
 
 int
-_PyPerfFile_WriteLater(int kind, const void *buf, size_t size)
+_PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
+                       int64_t now)
 {
     LOCK();
     description_file *f = &files.file[kind];
@@ -624,7 +625,6 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size)
         res = -1;
     }
     else {
-        int64_t now = now_ns();
         files.in_burst = (now - files.last_description < BURST_NS
                           ? Py_MIN(files.in_burst + 1, BURST_MIN) : 1);
         files.last_description = now;

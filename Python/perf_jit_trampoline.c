@@ -24,7 +24,6 @@
 
 #include <fcntl.h>                // O_RDWR
 #include <sys/mman.h>             // mmap()
-#include <time.h>                 // clock_gettime()
 #include <unistd.h>               // getpid()
 
 #define JITDUMP_MAGIC 0x4A695444
@@ -53,17 +52,6 @@ static struct {
     size_t unwind_hdr_size;
     size_t unwind_code_size;    /* the code size they were built for */
 } jitdump;
-
-/* perf orders records by this clock (perf record -k 1). */
-static uint64_t
-monotonic_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
-        return 0;
-    }
-    return (uint64_t)ts.tv_sec * 1000000000 + (uint64_t)ts.tv_nsec;
-}
 
 static void
 unmap_dump(void)
@@ -113,7 +101,7 @@ jitdump_open(const char **reason)
         _PyPerfBuf_PutU32(&h, JITDUMP_ELF_MACH);
         _PyPerfBuf_PutU32(&h, 0);               /* padding */
         _PyPerfBuf_PutU32(&h, (uint32_t)getpid());
-        _PyPerfBuf_PutU64(&h, monotonic_ns());
+        _PyPerfBuf_PutU64(&h, (uint64_t)_PyPerfFile_Now());
         _PyPerfBuf_PutU64(&h, 0);               /* flags */
         if (_PyPerfFile_Restart(_PyPerfFile_JITDUMP, fd, header_buf,
                                 h.len) < 0) {
@@ -183,7 +171,7 @@ jitdump_span(size_t code_size)
 
 static int
 jitdump_write_entry(const void *code, size_t size, const char *name,
-                    size_t names)
+                    size_t names, int64_t now)
 {
     /* Both records: unwinding info (header, 3 sizes, the tables, padding)
        then code load (header, fixed fields, name, code). */
@@ -197,12 +185,11 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
         return -1;
     }
     _PyPerfBuf b = {mem, 0, needed};
-    uint64_t now = monotonic_ns();
 
     size_t rec = b.len;
     _PyPerfBuf_PutU32(&b, JIT_CODE_UNWINDING_INFO);
     _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
-    _PyPerfBuf_PutU64(&b, now);
+    _PyPerfBuf_PutU64(&b, (uint64_t)now);
     /* The trampolines are jitdump_span() apart, which leaves room for
        mapped_size. */
     size_t mapped = jitdump_span(size) - _Py_SIZE_ROUND_UP(size, 8);
@@ -218,7 +205,7 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     rec = b.len;
     _PyPerfBuf_PutU32(&b, JIT_CODE_LOAD);
     _PyPerfBuf_PutU32(&b, 0);               /* total size, patched below */
-    _PyPerfBuf_PutU64(&b, now);
+    _PyPerfBuf_PutU64(&b, (uint64_t)now);
     _PyPerfBuf_PutU32(&b, (uint32_t)jitdump.header_pid);
     _PyPerfBuf_PutU32(&b, this_thread_id());
     _PyPerfBuf_PutU64(&b, (uint64_t)(uintptr_t)code);   /* vma */
@@ -231,7 +218,8 @@ jitdump_write_entry(const void *code, size_t size, const char *name,
     _PyPerfBuf_PatchU32(&b, rec + 4, (uint32_t)(b.len - rec));
 
     /* Both records in one write(), so they stay together. */
-    int res = _PyPerfFile_WriteLater(_PyPerfFile_JITDUMP, b.buf, b.len);
+    int res = _PyPerfFile_WriteLater(_PyPerfFile_JITDUMP, b.buf, b.len,
+                                     now);
     if (mem != small) {
         PyMem_RawFree(mem);
     }

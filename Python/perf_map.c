@@ -59,10 +59,10 @@ put_hex(char *p, uintptr_t v)
 /* Append the line "ADDR SIZE NAME" to the map, with the control
    characters of name (len bytes) replaced if "sanitize" is set (an entry
    of the C API, written at once), held with other descriptions of
-   trampolines otherwise. */
+   trampolines otherwise (one made at "now"). */
 static int
 write_line(const void *code, size_t size, const char *name, size_t len,
-           int sanitize)
+           int sanitize, int64_t now)
 {
     char small[512];
     char *line = small;
@@ -93,7 +93,8 @@ write_line(const void *code, size_t size, const char *name, size_t len,
        once and never interleaves with other writers. */
     int res = sanitize
         ? _PyPerfFile_Write(_PyPerfFile_MAP, line, (size_t)(p - line))
-        : _PyPerfFile_WriteLater(_PyPerfFile_MAP, line, (size_t)(p - line));
+        : _PyPerfFile_WriteLater(_PyPerfFile_MAP, line, (size_t)(p - line),
+                                 now);
     if (line != small) {
         PyMem_RawFree(line);
     }
@@ -102,10 +103,10 @@ write_line(const void *code, size_t size, const char *name, size_t len,
 
 static int
 perf_map_write_entry(const void *code, size_t size, const char *name,
-                     size_t len)
+                     size_t len, int64_t now)
 {
     /* The core has replaced control characters already. */
-    return write_line(code, size, name, len, 0);
+    return write_line(code, size, name, len, 0, now);
 }
 
 const _PyPerfBackend _PyPerfMap_Backend = {
@@ -162,7 +163,7 @@ PyUnstable_WritePerfMapEntry(const void *code_addr, unsigned int code_size,
         return res;
     }
     return write_line(code_addr, code_size, entry_name, strlen(entry_name),
-                      1) < 0 ? -1 : 0;
+                      1, 0) < 0 ? -1 : 0;
 }
 
 void

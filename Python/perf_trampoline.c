@@ -555,12 +555,13 @@ describe(int index, char *code, PyCodeObject *co, int is_new)
     }
     size_t size = code_size(backend);
     int holding = _PyPerfFile_Holding();
+    int64_t now = _PyPerfFile_Now();
     if (is_new) {
         _PyPerfDebugger_Describe(&pool->image, code, size, stride(backend),
                                  pool->limit, name, n, qualname_end,
-                                 holding);
+                                 holding, now);
     }
-    if (backend->write_entry(code, size, name, n) < 0) {
+    if (backend->write_entry(code, size, name, n, now) < 0) {
         report_write_failure(index, errno);
     }
     else if (_PyPerfFile_held && !holding) {

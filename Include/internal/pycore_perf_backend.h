@@ -73,10 +73,11 @@ typedef struct {
        a static description. */
     int (*open)(const char **reason);
     /* Describe one trampoline, called name (len bytes, not
-       NUL-terminated), with _PyPerfFile_Write().  Return 0 on success; on
-       failure return -1 with errno set. */
+       NUL-terminated), made at "now" (_PyPerfFile_Now()), with
+       _PyPerfFile_WriteLater().  Return 0 on success; on failure return
+       -1 with errno set. */
     int (*write_entry)(const void *code, size_t size, const char *name,
-                       size_t len);
+                       size_t len, int64_t now);
     /* Stop using the file (_PyPerfFile_Close()).  Return 0, or -1 with
        errno set if what was held could not be written. */
     int (*close)(void);
@@ -133,13 +134,15 @@ struct _PyPerfDebugImage;
    previous slot of that arena went to, NULL for a new arena, and is
    updated.  An attached debugger learns the name at once within its
    budget, else with a later notification; if batch is set, with
-   _PyPerfDebugger_Flush(*current).  Never fails: without memory for an
-   image, debuggers fall back to what they do without one. */
+   _PyPerfDebugger_Flush(*current).  "now" is when it is described
+   (_PyPerfFile_Now()).  Never fails: without memory for an image,
+   debuggers fall back to what they do without one. */
 extern void _PyPerfDebugger_Describe(struct _PyPerfDebugImage **current,
                                      const char *code, size_t size,
                                      size_t stride, const char *arena_end,
                                      const char *name, size_t len,
-                                     size_t qualname_end, int batch);
+                                     size_t qualname_end, int batch,
+                                     int64_t now);
 extern void _PyPerfDebugger_Flush(struct _PyPerfDebugImage *image);
 /* In a forked child, before anything is described (the images that were
    growing at the fork get no more symbols in this process). */
@@ -190,8 +193,9 @@ extern const char *_PyPerfFile_PendingPath(int kind);
 extern int _PyPerfFile_Write(int kind, const void *buf, size_t size);
 /* The same, but held in any case, to be written together with others
    within a bounded time (see Python/perf_description_file.c): for the
-   descriptions of trampolines. */
-extern int _PyPerfFile_WriteLater(int kind, const void *buf, size_t size);
+   descriptions of trampolines, made at "now" (_PyPerfFile_Now()). */
+extern int _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
+                                  int64_t now);
 /* Hold what is written during start-up (until EndHold) and while this
    thread imports (until its outermost import ends).  WriteHeld writes
    what is held for a kind unless something still holds it; on failure
@@ -206,7 +210,10 @@ extern int _PyPerfFile_WriteHeld(int kind);
    the first of it is overdue; set *wrote if it did so.  On failure
    return -1 with errno set. */
 extern int _PyPerfFile_WriteHeldNow(int kind, int all, int *wrote);
-/* When the first of what is held is due, and the clock it is on. */
+/* When the first of what is held is due, and the clock it is on:
+   CLOCK_MONOTONIC in nanoseconds, which perf orders jitdump records by
+   (perf record -k 1).  A description is timed once, for the file, the
+   jitdump record and the debugger's budget. */
 extern int64_t _PyPerfFile_deadline;
 extern int64_t _PyPerfFile_Now(void);
 /* In a forked child: none of the imports in progress is the child's, no
