@@ -471,29 +471,19 @@ add_symbol(struct _PyPerfDebugImage *image, const char *code, size_t size,
     const char *parts[4] = {name, " (", name + qualname_end + 1, ")"};
     size_t lengths[4] = {qualname_end, 2, len - qualname_end - 1, 1};
     size_t n = 0;
-    if (len + 2 < NAME_MAX_BYTES) {
-        /* Whole (nearly always). */
-        memcpy(dest, parts[0], lengths[0]);
-        memcpy(dest + lengths[0], " (", 2);
-        memcpy(dest + lengths[0] + 2, parts[2], lengths[2]);
-        n = len + 1;
-        dest[n++] = ')';
-    }
-    else {
-        for (int i = 0; i < 4; i++) {
-            size_t k = Py_MIN(lengths[i], (size_t)NAME_MAX_BYTES - 1 - n);
-            if (k < lengths[i]) {
-                /* Too long: cut short, at a character boundary. */
-                while (k > 0 && ((unsigned char)parts[i][k] & 0xc0) == 0x80) {
-                    k--;
-                }
-                memcpy(dest + n, parts[i], k);
-                n += k;
-                break;
+    for (int i = 0; i < 4; i++) {
+        size_t k = Py_MIN(lengths[i], (size_t)NAME_MAX_BYTES - 1 - n);
+        if (k < lengths[i]) {
+            /* Too long: cut short, at a character boundary. */
+            while (k > 0 && ((unsigned char)parts[i][k] & 0xc0) == 0x80) {
+                k--;
             }
             memcpy(dest + n, parts[i], k);
             n += k;
+            break;
         }
+        memcpy(dest + n, parts[i], k);
+        n += k;
     }
     dest[n] = '\0';
     assert(at + n + 1 <= image->strtab_cap);

@@ -630,9 +630,7 @@ compile_trampoline(PyCodeObject *co)
     if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
-    /* Only a process that was forked has inherited trampolines. */
-    char *code = (state.forked_from[pool->slot] != 0
-                  ? claim_inherited(index, co) : NULL);
+    char *code = claim_inherited(index, co);
     if (code != NULL) {
         return (py_trampoline)code;
     }
