@@ -563,9 +563,9 @@ hold(description_file *f, const void *buf, size_t size, int64_t now)
 {
     if (f->held_len + size > f->held_cap) {
         /* Room for HELD_MAX and more at once: growing it by doubling
-           copied what was held and wrote new pages at each step (about a
-           hundred page faults in the first 10 ms of perf_jit).  What is
-           never written costs no memory. */
+           copied what was held into new pages at each step, in the first
+           milliseconds of a process making new functions.  What is never
+           written costs no memory. */
         size_t cap = Py_MAX(f->held_len + size,
                             Py_MAX(2 * f->held_cap,
                                    (size_t)HELD_MAX + 16 * 1024));
