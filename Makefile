@@ -1,11 +1,18 @@
-# Perf trampolines for CPython 3.11.2: the front door.  See README.rst.
+# Perf trampolines for CPython 3.11: the front door.  See README.rst.
+#
+# PY_VERSION=3.11.N picks the release (default 3.11.2, Debian 12's); a
+# release other than 3.11.2 builds in build/3.11.N/ (build/3.11.N/python).
 #
 #   make          fetch, assemble and build; the interpreter is build/python
 #   make demo     profile a small program with perf and show Python frames,
 #                 then write its flame graph (Tools/perf/pyprofile)
 #   make test     run our tests and the CPython tests this patch touches
-#   make patch    write build/cpython-3.11.2-perf-trampoline.patch and check it
+#   make patch    write build/cpython-$(PY_VERSION)-perf-trampoline.patch and
+#                 check it (with pyenv's python-build, where it is installed)
 #   make refresh  turn edits made in build/cpython back into our files
+#   make check-releases
+#                 check that every edit applies to every 3.11 release in
+#                 RELEASES_BUNDLE (git tags v3.11.N; seconds, no build)
 #
 #   make test-full   CPython's whole test suite, plain and with PYTHONPERFSUPPORT=1
 #   make abi-check   compare libpython with pristine 3.11.2 (abidiff)
@@ -26,14 +33,15 @@
 #                    use it from a clean debootstrapped Debian 12 as a
 #                    fleet machine would
 #
-# PYTHON_TARBALL=/path/to/Python-3.11.2.tgz uses a local copy of the base
-# source instead of Debian's source package.
+# PYTHON_TARBALL=/path/to/Python-3.11.N.tgz uses a local copy of the base
+# source instead of Debian's source package (3.11.2) or python.org's
+# download (the others); it is checked against the same sha256.
 
 TOOLS = Tools/perf
-export PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
+export PY_VERSION RELEASES_BUNDLE PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI
 
-.PHONY: all build deps demo test patch refresh test-full abi-check test-asan \
+.PHONY: all build deps demo test patch refresh check-releases test-full abi-check test-asan \
 	test-load test-cross bench deb-source deb deb-check apt-repo apt-repo-check \
 	clean distclean
 
@@ -58,6 +66,9 @@ patch: deps
 
 refresh:
 	@$(TOOLS)/refresh.sh
+
+check-releases:
+	@$(TOOLS)/check-releases.sh
 
 test-full: build
 	@$(TOOLS)/test-full.sh

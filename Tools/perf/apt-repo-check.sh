@@ -14,6 +14,7 @@
 #    packages back.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
+require_default_version "make apt-repo-check"
 . "$(dirname "$0")/deb-root.sh"
 
 REPO=$BUILD/apt-repo

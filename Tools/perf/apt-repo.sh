@@ -19,6 +19,7 @@
 # The indexes are made by Debian's apt-ftparchive.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
+require_default_version "make apt-repo"
 
 DEB=$BUILD/deb
 REPO=$BUILD/apt-repo

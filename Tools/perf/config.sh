@@ -1,22 +1,44 @@
 # Shared settings for the perf trampoline tooling (sourced, not executed).
 
-PY_VERSION=3.11.2
-# Debian's orig tarball of python3.11 is byte-identical to the upstream
-# Python-3.11.2.tgz release.
-BASE_SHA256=2411c74bda5bbcfcddaf4531f66d1adc73f247f529aee981b029513aefdbf849
-BASE_TARBALL_NAME=python3.11_${PY_VERSION}.orig.tar.gz
+TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+
+# The CPython release to patch: Debian 12's 3.11.2 by default, or any final
+# 3.11 release (PY_VERSION=3.11.N).  Its base is python.org's tarball,
+# checked against python.org's published sha256 (Tools/perf/releases.sha256);
+# for 3.11.2 it is Debian's orig tarball, which is byte-identical to it.
+DEFAULT_PY_VERSION=3.11.2
+PY_VERSION=${PY_VERSION:-$DEFAULT_PY_VERSION}
+[[ $PY_VERSION =~ ^3\.11\.(0|[1-9][0-9]*)$ ]] \
+    || { echo "error: PY_VERSION=$PY_VERSION: give a CPython 3.11 release, such as 3.11.10" >&2; exit 1; }
+PY_MICRO=${PY_VERSION##*.}
+BASE_SHA256=$(awk -v f="Python-$PY_VERSION.tgz" '$2 == f { print $1 }' "$TOP/Tools/perf/releases.sha256")
+[ -n "$BASE_SHA256" ] \
+    || { echo "error: PY_VERSION=$PY_VERSION is not a release listed in Tools/perf/releases.sha256" >&2; exit 1; }
+if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
+    BASE_TARBALL_NAME=python3.11_${PY_VERSION}.orig.tar.gz
+else
+    BASE_TARBALL_NAME=Python-$PY_VERSION.tgz
+fi
 # The Debian revision whose patch stack "make patch" checks against; its
 # .dsc pins the packaging's tarballs.  "make deb" builds on the newest
 # revision the archive serves the source of (Tools/perf/deb-archive.sh).
 DEBIAN_VERSION=3.11.2-6+deb12u8
 DEBIAN_DSC_SHA256=197fa19ab45f41c820f40f6d9ead671c2ea29ddc53ba9424b36f1bf58458a10e
 
-TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
-BUILD=${BUILD:-$TOP/build}
-DOWNLOADS=$BUILD/downloads
-PRISTINE=$BUILD/pristine        # untouched 3.11.2 source, never built in
+# The default release builds in build/, any other in build/3.11.N/, so that
+# builds of different releases never overwrite each other; downloads are
+# shared.
+if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
+    BUILD=${BUILD:-$TOP/build}
+else
+    BUILD=${BUILD:-$TOP/build/$PY_VERSION}
+fi
+DOWNLOADS=$TOP/build/downloads
+PRISTINE=$BUILD/pristine        # untouched CPython source, never built in
 SRC=$BUILD/cpython              # pristine + our files + our patches
 OBJ=$BUILD/obj                  # out-of-tree build directory of $SRC
+# What "make patch" writes: one patch against pristine $PY_VERSION.
+COMBINED_PATCH=$TOP/build/cpython-$PY_VERSION-perf-trampoline.patch
 OPT_CFLAGS="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"
 
 # Directories of ours that hold files at their CPython paths.
@@ -37,12 +59,46 @@ note() {
     echo "==> $*"
 }
 
-# Print the paths (relative to $TOP) of our new CPython files and patches.
+# An edit of a CPython file is TARGET.patch.  Where a release changed the
+# lines an edit needs, so that no one hunk fits every release, the edit for
+# that release and later ones is kept beside it as TARGET.since-3.11.N.patch
+# (its header says what changed).
+
+# The file an edit of TARGET comes from for $PY_VERSION (it may not exist).
+patch_for() {
+    local best=$1.patch best_micro=-1 v m
+    for v in "$TOP/$1".since-3.11.*.patch; do
+        [ -f "$v" ] || continue
+        m=${v##*.since-3.11.}
+        m=${m%.patch}
+        if [ "$m" -le "$PY_MICRO" ] && [ "$m" -gt "$best_micro" ]; then
+            best=$1.since-3.11.$m.patch
+            best_micro=$m
+        fi
+    done
+    echo "$best"
+}
+
+# The CPython file a patch edits.
+patch_target() {
+    local t=${1%.patch}
+    echo "${t%.since-3.11.*}"
+}
+
+# Print the paths (relative to $TOP) of our new CPython files and of the
+# patches that apply to $PY_VERSION.
 list_our_files() {
     (cd "$TOP" && for d in $CPYTHON_DIRS; do
-        [ -d "$d" ] && find "$d" -type f ! -name '*.pyc' ! -path '*/__pycache__/*'
+        [ -d "$d" ] && find "$d" -type f ! -name '*.pyc' ! -path '*/__pycache__/*' \
+            ! -name '*.patch'
+    done; for d in $CPYTHON_DIRS; do
+        [ -d "$d" ] && find "$d" -type f -name '*.patch'
+    done | while IFS= read -r p; do
+        patch_target "$p"
+    done | sort -u | while IFS= read -r t; do
+        patch_for "$t"
     done; for f in $CPYTHON_TOPFILES; do
-        [ -f "$f.patch" ] && echo "$f.patch"
+        [ -f "$f.patch" ] && patch_for "$f"
     done) | LC_ALL=C sort
 }
 
@@ -56,4 +112,10 @@ debian_archives() {
 
 sha256_ok() {
     [ "$(sha256sum "$1" | cut -d' ' -f1)" = "$BASE_SHA256" ]
+}
+
+# Debian's packages are built on Debian's own release only.
+require_default_version() {
+    [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ] \
+        || die "$1 is for Debian 12's CPython $DEFAULT_PY_VERSION only (PY_VERSION=$PY_VERSION)"
 }

@@ -13,6 +13,7 @@
 #  - Tools/perf/deb-revert.sh brings Debian's own packages back.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
+require_default_version "make deb-check"
 . "$(dirname "$0")/deb-root.sh"
 
 DEB=$BUILD/deb

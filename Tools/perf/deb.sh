@@ -13,10 +13,11 @@
 # dpkg-buildpackage.  Everything lands in build/deb/.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
+require_default_version "make deb"
 
 mode=${1:---binary}
 DEB=$BUILD/deb
-PATCH=$BUILD/cpython-$PY_VERSION-perf-trampoline.patch
+PATCH=$COMBINED_PATCH
 # Debian's options for a faster build that gives users the same packages:
 # no test suite run, no benchmark run.
 BUILD_OPTIONS="nocheck nobench parallel=$(nproc)"

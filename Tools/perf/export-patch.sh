@@ -1,16 +1,19 @@
 #!/bin/bash
-# Write one combined patch against pristine CPython 3.11.2 (new files and
-# generated files such as configure included, so users need no autoconf
+# Write one combined patch against pristine CPython $PY_VERSION (new files
+# and generated files such as configure included, so users need no autoconf
 # or Argument Clinic) to build/, and check that it applies with patch -p1
-# both to pristine 3.11.2 and to Debian's python3.11 source after Debian's
-# own patch stack (quilt push -a).
+# to pristine $PY_VERSION and, for Debian's 3.11.2, to Debian's python3.11
+# source after Debian's own patch stack (quilt push -a); then install it
+# the way README.rst tells pyenv users to.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
 "$TOP/Tools/perf/assemble.sh"
-"$TOP/Tools/perf/fetch.sh" --debian
+if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
+    "$TOP/Tools/perf/fetch.sh" --debian
+fi
 
-out=$BUILD/cpython-$PY_VERSION-perf-trampoline.patch
+out=$COMBINED_PATCH
 rev=$(git -C "$TOP" describe --always --dirty 2>/dev/null || echo unknown)
 author=$(git -C "$TOP" log -1 --format='%an <%ae>' 2>/dev/null || echo unknown)
 updated=$(git -C "$TOP" log -1 --format=%cs 2>/dev/null || date -u +%F)
@@ -96,14 +99,16 @@ else
     die "applying the combined patch does not reproduce the assembled tree"
 fi
 
-debian_tar=$(ls "$DOWNLOADS"/python3.11_3.11.2-*.debian.tar.xz | sort -V | tail -1)
-debian_version=$(basename "$debian_tar" .debian.tar.xz | sed 's/^python3.11_//')
-cp -a "$PRISTINE" "$scratch/debian"
-chmod -R u+w "$scratch/debian"
-tar -xJf "$debian_tar" -C "$scratch/debian"
-(cd "$scratch/debian" && QUILT_PATCHES=debian/patches quilt push -a -q >/dev/null) \
-    || die "Debian's patch stack ($debian_version) does not apply"
-check_apply "Debian's python3.11 $debian_version after quilt push -a" "$scratch/debian" yes
+if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
+    debian_tar=$(ls "$DOWNLOADS"/python3.11_3.11.2-*.debian.tar.xz | sort -V | tail -1)
+    debian_version=$(basename "$debian_tar" .debian.tar.xz | sed 's/^python3.11_//')
+    cp -a "$PRISTINE" "$scratch/debian"
+    chmod -R u+w "$scratch/debian"
+    tar -xJf "$debian_tar" -C "$scratch/debian"
+    (cd "$scratch/debian" && QUILT_PATCHES=debian/patches quilt push -a -q >/dev/null) \
+        || die "Debian's patch stack ($debian_version) does not apply"
+    check_apply "Debian's python3.11 $debian_version after quilt push -a" "$scratch/debian" yes
+fi
 rm -rf "$scratch"
 
 # The route README.rst gives pyenv users, offline: python-build takes the
@@ -111,6 +116,10 @@ rm -rf "$scratch"
 python_build=$(command -v python-build || ls "${PYENV_ROOT:-$HOME/.pyenv}"/plugins/python-build/bin/python-build 2>/dev/null || true)
 if [ -z "$python_build" ]; then
     note "SKIP the pyenv route: pyenv's python-build is not installed"
+    exit 0
+fi
+if ! "$python_build" --definitions | grep -qx "$PY_VERSION"; then
+    note "SKIP the pyenv route: this pyenv's python-build has no definition of $PY_VERSION (update pyenv)"
     exit 0
 fi
 note "checking the pyenv route: python-build --patch $PY_VERSION (a few minutes)"

@@ -1,11 +1,13 @@
 #!/bin/bash
-# Fetch the base source of CPython 3.11.2 and check its sha256.
+# Fetch the base source of CPython $PY_VERSION and check its sha256.
 #
-#   fetch.sh            the orig tarball (or $PYTHON_TARBALL, if set)
+#   fetch.sh            the release tarball (or $PYTHON_TARBALL, if set)
 #   fetch.sh --debian   also Debian's packaging of $DEBIAN_VERSION
 #
-# PYTHON_TARBALL may point at an already downloaded Python-3.11.2.tgz for
-# machines without apt; it is checked against the same hash.
+# The default release, 3.11.2, comes from Debian's archive (its orig
+# tarball is python.org's); any other from python.org.  PYTHON_TARBALL may
+# point at an already downloaded Python-$PY_VERSION.tgz, for machines
+# without either; it is checked against the same hash.
 set -euo pipefail
 . "$(dirname "$0")/config.sh"
 
@@ -49,17 +51,29 @@ if [ -n "${PYTHON_TARBALL:-}" ]; then
     if ! cmp -s "$PYTHON_TARBALL" "$tarball"; then
         cp "$PYTHON_TARBALL" "$tarball"
     fi
-elif [ ! -f "$tarball" ]; then
+elif [ ! -f "$tarball" ] && [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
     command -v apt-get >/dev/null || die "apt-get not available: set PYTHON_TARBALL=/path/to/Python-3.11.2.tgz"
     ensure_deb_src
     note "downloading Debian's python3.11 orig tarball"
     apt_source --tar-only --download-only
+elif [ ! -f "$tarball" ]; then
+    url=https://www.python.org/ftp/python/$PY_VERSION/Python-$PY_VERSION.tgz
+    note "downloading $url"
+    if command -v curl >/dev/null; then
+        curl -fsSL --retry 2 -o "$tarball.part" "$url" || rm -f "$tarball.part"
+    else
+        wget -q -O "$tarball.part" "$url" || rm -f "$tarball.part"
+    fi
+    [ -f "$tarball.part" ] \
+        || die "cannot download $url; set PYTHON_TARBALL=/path/to/Python-$PY_VERSION.tgz"
+    mv "$tarball.part" "$tarball"
 fi
 if ! sha256_ok "$tarball"; then
     mv "$tarball" "$tarball.bad"
-    die "sha256 mismatch for $BASE_TARBALL_NAME (moved to $tarball.bad); expected $BASE_SHA256"
+    die "sha256 mismatch for $BASE_TARBALL_NAME (moved to $tarball.bad): it is not python.org's $PY_VERSION (expected $BASE_SHA256)"
 fi
 
+[ "${1:-}" != "--debian" ] || require_default_version "Debian's packaging"
 if [ "${1:-}" = "--debian" ] && ! ls "$DOWNLOADS"/python3.11_3.11.2-*.debian.tar.xz >/dev/null 2>&1; then
     command -v apt-get >/dev/null || die "apt-get not available: cannot fetch Debian's packaging"
     ensure_deb_src

@@ -23,7 +23,8 @@ changed=0
 while IFS= read -r f; do
     is_generated "$f" && continue
     if [ -f "$PRISTINE/$f" ]; then
-        out=$TOP/$f.patch
+        # The variant this release takes, if the edit has variants.
+        out=$TOP/$(patch_for "$f")
         header=""
         if [ -f "$out" ]; then
             header=$(sed -n '/^--- /q;p' "$out")
@@ -66,7 +67,7 @@ done < <(cd "$BUILD" && diff -rq -x __pycache__ -x '*.pickle' pristine cpython 2
 while IFS= read -r f; do
     case "$f" in
     *.patch)
-        t=${f%.patch}
+        t=$(patch_target "$f")
         if cmp -s "$PRISTINE/$t" "$SRC/$t"; then
             rm -f "$TOP/$f"
             echo "    removed $f (file is pristine again)"
