@@ -67,7 +67,7 @@ patch: deps
 refresh:
 	@$(TOOLS)/refresh.sh
 
-check-releases:
+check-releases: deps
 	@$(TOOLS)/check-releases.sh
 
 test-full: build
