@@ -192,6 +192,10 @@ class TestFaults(PerfTestCase):
     SIGINT_SCRIPT = """
         import os, signal, sys, threading, traceback
 
+        # A shell's background job starts with SIGINT ignored, and Python
+        # then leaves it ignored.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
         def spin(depth):
             if depth:
                 return spin(depth - 1)
