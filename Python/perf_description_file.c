@@ -565,11 +565,14 @@ hold(description_file *f, const void *buf, size_t size, int64_t now)
         /* Room for HELD_MAX and more at once: growing it by doubling
            copied what was held into new pages at each step, in the first
            milliseconds of a process making new functions.  What is never
-           written costs no memory. */
+           written costs no memory.  The C library's realloc(), not
+           PyMem_RawRealloc(): this runs under files_lock, and a hook on
+           the raw allocator (tracemalloc's) takes the GIL, which a thread
+           waiting for files_lock may hold. */
         size_t cap = Py_MAX(f->held_len + size,
                             Py_MAX(2 * f->held_cap,
                                    (size_t)HELD_MAX + 16 * 1024));
-        char *mem = PyMem_RawRealloc(f->held, cap);
+        char *mem = realloc(f->held, cap);
         if (mem != NULL) {
             f->held = mem;
             f->held_cap = cap;

@@ -3,7 +3,7 @@
 import unittest
 
 from test import support
-from test.support import threading_helper
+from test.support import import_helper, threading_helper
 from test.test_perf_profiler.util import (PerfTestCase, parse_map,
                                           requires_perf_trampoline)
 
@@ -139,6 +139,46 @@ class TestThreads(PerfTestCase):
         self.assertEqual(err, "")
         text = self.assert_map_file(pid)
         self.assert_symbol_count(text, f"py::spin_leaf:{script}", 1)
+
+
+    def test_raw_allocator_hook_takes_the_gil(self):
+        # tracemalloc's hook on the raw allocator takes the GIL.  A map
+        # entry written through the C API without the GIL, during an
+        # import (so that it is held, and the first one makes the room to
+        # hold it), while another thread keeps making trampolines (each
+        # needs the description files' lock) must not deadlock.
+        import_helper.import_module("_testcapi")
+        pid, rc, out, err, script = self.run_script("""
+            import os, sys, threading, tracemalloc
+
+            tracemalloc.start()
+            stop = False
+
+            def make_functions():
+                i = 0
+                while not stop:
+                    exec(f"def new{i}(): pass\\nnew{i}()", {})
+                    i += 1
+
+            here = os.path.dirname(os.path.abspath(__file__))
+            with open(os.path.join(here, "capi_writer.py"), "w") as f:
+                f.write("import _testcapi\\n"
+                        "for i in range(20):\\n"
+                        "    _testcapi.write_perf_map_entry("
+                        "0x1000 + 16 * i, 16, f'capi_entry{i}')\\n")
+            maker = threading.Thread(target=make_functions)
+            maker.start()
+            try:
+                import capi_writer
+            finally:
+                stop = True
+                maker.join()
+            print(os.getpid())
+        """, flags=("-X", "perf_jit"))
+        self.assertEqual(err, "")
+        entries = parse_map(self.read_map(pid))
+        self.assertEqual(sum(name.startswith("capi_entry")
+                             for _, _, name in entries), 20)
 
 
 if __name__ == "__main__":
