@@ -46,7 +46,7 @@ while IFS= read -r f; do
         [ -f "$PRISTINE/$target" ] || die "$f: $target does not exist in CPython $PY_VERSION"
         # The default release takes every hunk where the patch says; other
         # releases may move lines (offsets), never change them (fuzz).
-        if ! patch --no-backup-if-mismatch --fuzz=0 -f -o "$tmp" \
+        if ! patch --no-backup-if-mismatch --fuzz=0 -f -r - -o "$tmp" \
                 "$PRISTINE/$target" "$TOP/$f" >"$tmp.out" 2>&1 \
            || grep -qiE 'fuzz|fail|reject' "$tmp.out" \
            || { [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ] && grep -qi offset "$tmp.out"; }; then
