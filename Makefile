@@ -110,12 +110,16 @@ apt-repo-check:
 	@$(TOOLS)/deps.sh --deb-check
 	@$(TOOLS)/apt-repo-check.sh
 
-# Keep the downloads and the pristine tree; rebuild everything else.
+# Keep the downloads and the pristine trees; rebuild everything else (of
+# every release built, build/ and build/3.11.N/).
 clean:
-	rm -rf build/obj build/cpython build/python build/python-gdb.py \
-		build/*.stamp build/assembled-files.txt build/demo build/*.log \
-		build/*.patch build/abi build/asan build/cross-* build/test-results.xml \
-		build/pristine-obj build/deb build/apt-repo build/apt-repo-check
+	for b in build build/3.11.*; do \
+		[ -d "$$b" ] || continue; \
+		(cd "$$b" && rm -rf obj cpython python python-gdb.py *.stamp \
+			assembled-files.txt demo *.log *.patch abi asan cross-* \
+			test-results.xml pristine-obj nofp-obj deb apt-repo \
+			apt-repo-check releases.git); \
+	done
 
 # build/deb-root and build/apt-repo-root are Debian roots; make sure
 # nothing is mounted in them.  This also removes build/apt-repo-key, the
