@@ -1,7 +1,8 @@
 #!/bin/bash
-# "make abi-check": prove binary compatibility with stock CPython 3.11.2.
+# "make abi-check": prove binary compatibility with stock CPython $PY_VERSION
+# (3.11.2 by default).
 #
-# 1. Build libpython3.11.so from pristine 3.11.2 and from the patched tree
+# 1. Build libpython3.11.so from pristine $PY_VERSION and from the patched tree
 #    with the same flags (frame pointers, --enable-shared, debug info) and
 #    compare them with abidiff: only added functions and variables are
 #    acceptable; any removed or changed symbol or changed type fails.
@@ -54,7 +55,7 @@ if [ -n "$bad" ]; then
 fi
 note "ABI: only additions"
 
-note "extension module built against pristine 3.11.2 headers, used with -X perf"
+note "extension module built against pristine $PY_VERSION headers, used with -X perf"
 ext=$ABI/ext
 rm -rf "$ext"
 mkdir -p "$ext"
