@@ -121,6 +121,25 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
 #define LOCK() pthread_mutex_lock(&files_lock)
 #define UNLOCK() pthread_mutex_unlock(&files_lock)
 
+/* A thread of the parent that the child does not have may hold the lock
+   at a fork.  The fork itself makes it new in the child, before anything
+   runs there: PyOS_AfterFork_Child() runs finalizers (the thread-local
+   data of the threads the child does not have) before it gets to
+   _PyPerfFile_AfterFork(), and a raw fork() never calls it. */
+static pthread_once_t watching_forks = PTHREAD_ONCE_INIT;
+
+static void
+reinit_lock(void)
+{
+    pthread_mutex_init(&files_lock, NULL);
+}
+
+static void
+watch_forks(void)
+{
+    (void)pthread_atfork(NULL, NULL, reinit_lock);
+}
+
 /* The number of kinds with records held, and when the first of them is
    HELD_FOR_NS old (see now_ns()): read without the lock, by
    PyEval_SaveThread() and the eval breaker. */
@@ -414,6 +433,7 @@ int
 _PyPerfFile_Open(int kind, const char *path, int access_mode, int *fd,
                  const char **reason)
 {
+    pthread_once(&watching_forks, watch_forks);
     LOCK();
     int res = open_pending(kind, path, access_mode, fd, reason);
     UNLOCK();
@@ -448,6 +468,7 @@ _PyPerfFile_Switch(int kind)
 int
 _PyPerfFile_OpenSimple(int kind, const char *path, const char **reason)
 {
+    pthread_once(&watching_forks, watch_forks);
     LOCK();
     description_file *f = &files.file[kind];
     int res = 0;
@@ -694,14 +715,23 @@ _PyPerfFile_EndHold(void)
     files.holding = 0;
 }
 
+void
+_PyPerfFile_LockForTesting(int lock)
+{
+    if (lock) {
+        LOCK();
+    }
+    else {
+        UNLOCK();
+    }
+}
+
 
 /* Forked children **********************************************************/
 
 void
 _PyPerfFile_AfterFork(void)
 {
-    /* Another thread of the parent may have held the lock. */
-    pthread_mutex_init(&files_lock, NULL);
     import_depth = 0;
     /* The parent's files and what it held stay the parent's: those who
        used them open the child's own. */
@@ -709,6 +739,13 @@ _PyPerfFile_AfterFork(void)
         files.file[kind].users = 0;
         drop_held(&files.file[kind]);
     }
+}
+
+#else  /* !PY_HAVE_PERF_TRAMPOLINE */
+
+void
+_PyPerfFile_LockForTesting(int Py_UNUSED(lock))
+{
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -131,9 +131,26 @@ static struct {
 
 static pthread_mutex_t api_lock = PTHREAD_MUTEX_INITIALIZER;
 
+/* Made new in a forked child before anything runs there, as the
+   description files' lock is (Python/perf_description_file.c). */
+static pthread_once_t watching_forks = PTHREAD_ONCE_INIT;
+
+static void
+reinit_api_lock(void)
+{
+    pthread_mutex_init(&api_lock, NULL);
+}
+
+static void
+watch_forks(void)
+{
+    (void)pthread_atfork(NULL, NULL, reinit_api_lock);
+}
+
 int
 PyUnstable_PerfMapState_Init(void)
 {
+    pthread_once(&watching_forks, watch_forks);
     pthread_mutex_lock(&api_lock);
     int res = 0;
     if (api.pid != (long)getpid()) {
@@ -286,7 +303,6 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
 int
 _PyPerfMap_AfterFork(void)
 {
-    pthread_mutex_init(&api_lock, NULL);
     if (api.pid == 0) {
         return 0;
     }

@@ -253,6 +253,9 @@ extern void _PyPerfTrampoline_Fini(void);
    bytes of one trampoline, bytes and writes to description files). */
 PyAPI_FUNC(void) _PyPerfTrampoline_SetArenaFailureForTesting(int fail);
 PyAPI_FUNC(PyObject *) _PyPerfTrampoline_GetStats(void);
+/* For tests: take (lock=1) or release (lock=0) the lock of the description
+   files, to fork while it is held. */
+PyAPI_FUNC(void) _PyPerfFile_LockForTesting(int lock);
 
 #ifdef __cplusplus
 }

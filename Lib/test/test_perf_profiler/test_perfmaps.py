@@ -362,6 +362,59 @@ print(json.dumps([child, os.waitstatus_to_exitcode(status), persist]))
     def test_entries_only(self):
         self.check_prefork(1)
 
+    def test_lock_held_at_fork(self):
+        # The lock of the description files, held by the parent at the
+        # fork, is free in the child before any code runs there: here a
+        # finalizer that os.fork() runs in the child (of the thread-local
+        # data of a thread the child does not have) writes an entry.
+        # Before, the child waited for the lock for ever.
+        import_helper.import_module("_testinternalcapi")
+        def run():
+            pid, (child, status), err = self.run_capi("""
+import json, os, signal, threading, time
+import _testinternalcapi
+
+class WritesWhenDeleted:
+    def __del__(self):
+        _testcapi.write_perf_map_entry(0x3000, 16, "jit:finalizer")
+
+local = threading.local()
+ready = threading.Event()
+done = threading.Event()
+def keep_local():
+    local.obj = WritesWhenDeleted()
+    ready.set()
+    done.wait()
+thread = threading.Thread(target=keep_local)
+thread.start()
+ready.wait()
+_testcapi.write_perf_map_entry(0x1000, 16, "jit:parent")
+time.sleep(0.05)    # the GIL released: nothing is held
+_testinternalcapi.perf_files_lock(True)
+child = os.fork()
+if child == 0:
+    os._exit(0)
+_testinternalcapi.perf_files_lock(False)
+done.set()
+thread.join()
+for _ in range(2000):
+    pid, status = os.waitpid(child, os.WNOHANG)
+    if pid:
+        status = os.waitstatus_to_exitcode(status)
+        break
+    time.sleep(0.01)
+else:
+    os.kill(child, signal.SIGKILL)
+    os.waitpid(child, 0)
+    status = "the child hung"
+print(json.dumps([child, status]))
+""")
+            self.check_fresh(child)
+            return child, status
+        child, status = self.retrying(run)
+        self.assertEqual(status, 0)
+        self.assertIn((0x3000, 16, "jit:finalizer"), self.read_entries(child))
+
 
 if __name__ == "__main__":
     unittest.main()
