@@ -105,6 +105,70 @@ class TestHeld(PerfTestCase):
             time.sleep(1000)
         """, "py::before_sleep:SCRIPT")
 
+    def check_thread_end(self, source):
+        """Run source, whose main thread stays blocked in a read while
+        another thread prints "started", makes 100 new functions in a burst
+        and ends: every name must be written by the time it has ended."""
+        script = self.write_script(source)
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = subprocess.Popen(
+                    [sys.executable, "-X", backend, script],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    env=self.make_env())
+                try:
+                    pid = int(proc.stdout.readline())
+                    self.forget_files(pid)
+                    self.assertEqual(proc.stdout.readline(), b"started\n")
+                    deadline = time.monotonic() + support.LONG_TIMEOUT
+                    while len(os.listdir(f"/proc/{pid}/task")) > 1:
+                        self.assertLess(time.monotonic(), deadline,
+                                        "the thread did not end")
+                        time.sleep(0.01)
+                    missing = [i for i in range(100)
+                               if not self.written(pid, backend,
+                                                   f"py::in_thread{i}:<string>")]
+                    self.assertEqual(missing, [])
+                finally:
+                    proc.kill()
+                    proc.wait()
+                    proc.stdin.close()
+                    proc.stdout.close()
+
+    MAKE_100 = """
+        import os
+        def make(arg=None):
+            os.write(1, b"started\\n")
+            for i in range(100):
+                exec(f"def in_thread{i}(): return 1\\nin_thread{i}()", {})
+            return None
+        os.write(1, b"%d\\n" % os.getpid())
+    """
+
+    def test_thread_end(self):
+        # The names are written when the thread gives up the GIL for good
+        # (the main thread released it once, before most were made).
+        self.check_thread_end(self.MAKE_100 + """
+        import _thread
+        _thread.start_new_thread(make, ())
+        os.read(0, 1)
+        """)
+
+    def test_foreign_thread_end(self):
+        # The same for a ctypes callback run by a C thread: its thread
+        # state ends in PyGILState_Release().
+        ctypes = import_helper.import_module("ctypes")
+        self.check_thread_end(self.MAKE_100 + """
+        import ctypes, ctypes.util
+        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        START = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
+        start = START(make)
+        thread = ctypes.c_ulong()
+        if libc.pthread_create(ctypes.byref(thread), None, start, None):
+            raise OSError("pthread_create failed")
+        os.read(0, 1)
+        """)
+
     def test_os_exit(self):
         # A forked worker's way out writes what is held.
         for backend in BACKENDS:
