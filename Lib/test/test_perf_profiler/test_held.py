@@ -159,8 +159,8 @@ class TestHeld(PerfTestCase):
         # state ends in PyGILState_Release().
         ctypes = import_helper.import_module("ctypes")
         self.check_thread_end(self.MAKE_100 + """
-        import ctypes, ctypes.util
-        libc = ctypes.CDLL(ctypes.util.find_library("c"))
+        import ctypes
+        libc = ctypes.CDLL(None)
         START = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p)
         start = START(make)
         thread = ctypes.c_ulong()
