@@ -196,9 +196,10 @@ extern int _PyPerfFile_Holding(void);
 extern void _PyPerfTrampoline_WriteHeld(int all);
 #endif
 
-/* Called by PyEval_SaveThread(), before a thread releases the GIL (to
-   sleep, wait or do I/O): what is held is written, since the thread may
-   not run the eval breaker for long.  One load and branch otherwise. */
+/* Called before a thread releases the GIL to sleep, wait or do I/O
+   (PyEval_SaveThread()), or for good (_PyThreadState_DeleteCurrent(),
+   os._exit()): what is held is written, since the thread may not run the
+   eval breaker for long, or ever again.  One load and branch otherwise. */
 static inline void
 _PyPerfTrampoline_BeforeBlocking(void)
 {
