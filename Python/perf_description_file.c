@@ -102,6 +102,9 @@ typedef struct {
     size_t held_cap;
     int held_count;             /* records */
     int64_t held_since;
+    /* Records that could not be written since this was last asked (see
+       _PyPerfFile_TakeLost()). */
+    Py_ssize_t lost;
 } description_file;
 
 static struct {
@@ -144,6 +147,7 @@ watch_forks(void)
    HELD_FOR_NS old (see now_ns()): read without the lock, by
    PyEval_SaveThread() and the eval breaker. */
 int _PyPerfFile_held = 0;
+int _PyPerfFile_ever_held = 0;
 int64_t _PyPerfFile_deadline = 0;
 /* Checks of the eval breaker made while anything was held: they pace
    its clock readings, and are a statistic. */
@@ -333,9 +337,23 @@ flush(description_file *f)
     int res = 0;
     if (f->held_len > 0) {
         res = write_now(f, f->held, f->held_len);
+        if (res < 0) {
+            f->lost += f->held_count;
+        }
         drop_held(f);
     }
     return res;
+}
+
+/* Write one record now, after what is held. */
+static int
+write_one(description_file *f, const void *buf, size_t size)
+{
+    if (flush(f) < 0 || write_now(f, buf, size) < 0) {
+        f->lost++;
+        return -1;
+    }
+    return 0;
 }
 
 static int
@@ -604,6 +622,7 @@ hold(description_file *f, const void *buf, size_t size, int64_t now)
         if (first) {
             f->held_since = now;
             _PyPerfFile_held++;
+            _PyPerfFile_ever_held = 1;
         }
         memcpy(f->held + f->held_len, buf, size);
         f->held_len += size;
@@ -616,10 +635,7 @@ hold(description_file *f, const void *buf, size_t size, int64_t now)
         return due ? flush(f) : 0;
     }
     /* No memory to hold it: write it now, after what is held. */
-    if (flush(f) < 0) {
-        return -1;
-    }
-    return write_now(f, buf, size);
+    return write_one(f, buf, size);
 }
 
 int
@@ -636,7 +652,7 @@ _PyPerfFile_Write(int kind, const void *buf, size_t size)
     }
     else {
         res = holding() ? hold(f, buf, size, now_ns())
-                        : write_now(f, buf, size);
+                        : write_one(f, buf, size);
     }
     UNLOCK();
     return res;
@@ -691,6 +707,16 @@ _PyPerfFile_WriteHeldNow(int kind, int all, int *wrote)
     return res;
 }
 
+Py_ssize_t
+_PyPerfFile_TakeLost(int kind)
+{
+    LOCK();
+    Py_ssize_t lost = files.file[kind].lost;
+    files.file[kind].lost = 0;
+    UNLOCK();
+    return lost;
+}
+
 int64_t
 _PyPerfFile_Now(void)
 {
@@ -737,6 +763,7 @@ _PyPerfFile_AfterFork(void)
        used them open the child's own. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
         files.file[kind].users = 0;
+        files.file[kind].lost = 0;
         drop_held(&files.file[kind]);
     }
 }

@@ -524,12 +524,46 @@ report_write_failure(int index, int err)
 {
     char path[64];
     state.pools[index].write_failed = 1;
+    Py_ssize_t lost = _PyPerfFile_TakeLost(backends[index]->kind);
     PyOS_snprintf(path, sizeof(path), "%s",
                   _PyPerfFile_Path(backends[index]->kind));
-    PySys_FormatStderr(
-        "Warning: cannot write to %s (%s); Python functions started from "
-        "now on will not appear in native profiles\n",
-        path, strerror(err));
+    if (lost > 0) {
+        PySys_FormatStderr(
+            "Warning: cannot write to %s (%s); the names of %zd functions "
+            "are not in it, and Python functions started from now on will "
+            "not appear in native profiles\n",
+            path, strerror(err), lost);
+    }
+    else {
+        PySys_FormatStderr(
+            "Warning: cannot write to %s (%s); Python functions started "
+            "from now on will not appear in native profiles\n",
+            path, strerror(err));
+    }
+}
+
+/* Set while a failure seen where nothing may be printed is to be
+   reported: the eval breaker reports it (see Python/ceval.c). */
+int _PyPerfTrampoline_unreported = 0;
+
+static void
+report_unreported(int index)
+{
+    trampoline_pool *pool = &state.pools[index];
+    if (pool->unreported_errno != 0) {
+        int err = pool->unreported_errno;
+        pool->unreported_errno = 0;
+        report_write_failure(index, err);
+    }
+}
+
+void
+_PyPerfTrampoline_ReportFailures(void)
+{
+    _PyPerfTrampoline_unreported = 0;
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        report_unreported(i);
+    }
 }
 
 /* Describe co's trampoline at code, of the backend at index, to
@@ -622,11 +656,7 @@ compile_trampoline(PyCodeObject *co)
     const _PyPerfBackend *backend = backends[index];
     trampoline_pool *pool = &state.pools[index];
     size_t step = stride(backend);
-    if (pool->unreported_errno != 0) {
-        int err = pool->unreported_errno;
-        pool->unreported_errno = 0;
-        report_write_failure(index, err);
-    }
+    report_unreported(index);
     if (pool->arena_failed || pool->write_failed) {
         return NULL;
     }
@@ -901,7 +931,10 @@ write_held(void)
         return;
     }
     for (int i = 0; i < (int)N_BACKENDS; i++) {
-        if (_PyPerfFile_WriteHeld(backends[i]->kind) < 0
+        /* Nothing held: the files' lock is not taken (this runs at the
+           end of every import, whether the feature is used or not). */
+        if (_PyPerfFile_held
+            && _PyPerfFile_WriteHeld(backends[i]->kind) < 0
             && state.pools[i].users > 0)
         {
             report_write_failure(i, errno);
@@ -913,7 +946,8 @@ write_held(void)
 /* Called at the eval breaker (all = 0: only what is due) and where the
    thread is about to release the GIL (all = 1), which may be in the
    middle of anything: no Python code may run, so a failure is reported
-   later, by the thread's next new trampoline. */
+   at the next check of the eval breaker, by whichever thread runs
+   Python code next (or at the next new trampoline). */
 void
 _PyPerfTrampoline_WriteHeld(int all)
 {
@@ -928,6 +962,14 @@ _PyPerfTrampoline_WriteHeld(int all)
         {
             pool->write_failed = 1;
             pool->unreported_errno = errno;
+            _PyPerfTrampoline_unreported = 1;
+            /* PyEval_ReleaseThread() has no current thread state here. */
+            PyThreadState *tstate = _PyThreadState_GET();
+            PyInterpreterState *interp = (tstate != NULL ? tstate->interp
+                                          : _PyInterpreterState_Main());
+            if (interp != NULL) {
+                _Py_atomic_store_relaxed(&interp->ceval.eval_breaker, 1);
+            }
         }
         if (wrote) {
             _PyPerfDebugger_Flush(state.pools[i].image);

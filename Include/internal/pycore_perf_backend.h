@@ -210,6 +210,9 @@ extern int _PyPerfFile_WriteHeld(int kind);
    the first of it is overdue; set *wrote if it did so.  On failure
    return -1 with errno set. */
 extern int _PyPerfFile_WriteHeldNow(int kind, int all, int *wrote);
+/* How many records of a kind could not be written (lost) since the last
+   call: the count a warning gives. */
+extern Py_ssize_t _PyPerfFile_TakeLost(int kind);
 /* When the first of what is held is due, and the clock it is on:
    CLOCK_MONOTONIC in nanoseconds, which perf orders jitdump records by
    (perf record -k 1).  A description is timed once, for the file, the

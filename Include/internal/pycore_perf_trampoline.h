@@ -188,12 +188,17 @@ extern void _PyPerfTrampoline_BeginImport(void);
 extern void _PyPerfTrampoline_EndImport(void);
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-/* Non-zero while descriptions are held (Python/perf_description_file.c). */
+/* Non-zero while descriptions are held (Python/perf_description_file.c);
+   set for good once any were. */
 extern int _PyPerfFile_held;
+extern int _PyPerfFile_ever_held;
 extern size_t _PyPerfFile_breaker_checks;
 /* Whether the calling thread holds what it describes (start-up, imports). */
 extern int _PyPerfFile_Holding(void);
 extern void _PyPerfTrampoline_WriteHeld(int all);
+/* Non-zero while a failure to write them is to be reported. */
+extern int _PyPerfTrampoline_unreported;
+extern void _PyPerfTrampoline_ReportFailures(void);
 #endif
 
 /* Called before a thread releases the GIL to sleep, wait or do I/O
@@ -210,17 +215,47 @@ _PyPerfTrampoline_BeforeBlocking(void)
 #endif
 }
 
+/* Whether the eval breaker may be wanted (see below): COMPUTE_EVAL_BREAKER()
+   sets it then.  Signal handlers call that, so this reads a global
+   variable only (thread-local storage is not async-signal-safe in a
+   shared library); the eval breaker, where the thread's state is
+   known, clears it again if the thread does not want it. */
+static inline int
+_PyPerfTrampoline_EvalBreakerMayBeWanted(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    return _PyPerfFile_held != 0 || _PyPerfTrampoline_unreported;
+#else
+    return 0;
+#endif
+}
+
+/* Whether the eval breaker has ever been set for perf trampolines in
+   this process: if not, eval_frame_handle_pending() leaves it alone. */
+static inline int
+_PyPerfTrampoline_EvalBreakerUsed(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    return _PyPerfFile_ever_held;
+#else
+    return 0;
+#endif
+}
+
 /* Whether the eval breaker must stay set: while descriptions are held,
    each check of it (function entries, backward jumps) calls
    _PyPerfTrampoline_AtEvalBreaker(), which writes them once they are
    due, so that a thread busy in Python code does not keep them back.
    Not in a thread that starts up or imports: what it holds is bounded by
-   count instead (see Python/perf_description_file.c). */
+   count instead (see Python/perf_description_file.c).  And until a
+   failure to write them, seen where nothing could be printed, has been
+   reported. */
 static inline int
 _PyPerfTrampoline_EvalBreakerWanted(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    return _PyPerfFile_held != 0 && !_PyPerfFile_Holding();
+    return ((_PyPerfFile_held != 0 && !_PyPerfFile_Holding())
+            || _PyPerfTrampoline_unreported);
 #else
     return 0;
 #endif
@@ -234,6 +269,9 @@ _PyPerfTrampoline_AtEvalBreaker(void)
        nanoseconds while anything is held. */
     if (_PyPerfFile_held && (++_PyPerfFile_breaker_checks & 63) == 0) {
         _PyPerfTrampoline_WriteHeld(0);
+    }
+    if (_PyPerfTrampoline_unreported) {
+        _PyPerfTrampoline_ReportFailures();
     }
 #endif
 }

@@ -52,5 +52,7 @@ set +e
     "$OBJ/python" -m unittest discover -s . -v)
 rc2=$?
 set -e
+# Which part failed, in one line (a long log may be shown in part).
+echo "==> exit status: python -m test $rc, Tools/perf/tests $rc2"
 [ $rc = 0 ] && rc=$rc2
 exit $rc

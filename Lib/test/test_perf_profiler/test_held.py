@@ -170,6 +170,41 @@ class TestHeld(PerfTestCase):
         os.read(0, 1)
         """)
 
+    def test_release_thread(self):
+        # A thread of an embedding program gives up the GIL with
+        # PyEval_ReleaseThread() and waits: the 100 names it made in a
+        # burst are in the file while it waits.
+        import_helper.import_module("_testcapi")
+        script = self.write_script("""
+            import os, _testcapi
+            os.write(1, b"%d\\n" % os.getpid())
+            for i in range(100):
+                exec(f"def released{i}(): return 1\\nreleased{i}()", {})
+            _testcapi.release_thread_until_read(1, 0)
+        """)
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                proc = subprocess.Popen(
+                    [sys.executable, "-X", backend, script],
+                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                    env=self.make_env())
+                try:
+                    pid = int(proc.stdout.readline())
+                    self.forget_files(pid)
+                    self.assertEqual(proc.stdout.read(1), b"r")
+                    missing = [i for i in range(100)
+                               if not self.written(pid, backend,
+                                                   f"py::released{i}:<string>")]
+                    proc.stdin.write(b"x")
+                    proc.stdin.flush()
+                    self.assertEqual(proc.wait(support.SHORT_TIMEOUT), 0)
+                    self.assertEqual(missing, [])
+                finally:
+                    proc.kill()
+                    proc.wait()
+                    proc.stdin.close()
+                    proc.stdout.close()
+
     def test_os_exit(self):
         # A forked worker's way out writes what is held.
         for backend in BACKENDS:
@@ -184,6 +219,52 @@ class TestHeld(PerfTestCase):
                 names = [n for _, _, n in self.described_entries(pid,
                                                                  backend)]
                 self.assertIn(f"py::last:{script}", names)
+
+    def test_write_failure_said_once_when_it_happens(self):
+        # 300 new functions in a burst, then a file size limit that lets
+        # nothing more be written, then the thread sleeps (which writes
+        # what is held, and fails) and then runs Python code without
+        # making new functions: one warning, at once, that says how many
+        # names are not in the file.
+        import_helper.import_module("resource")
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import io, json, resource, signal, sys, time
+                    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+                    ns = {}
+                    exec("\\n".join(f"def f{i}(): return {i}"
+                                     for i in range(300)), ns)
+                    functions = [ns[f"f{i}"] for i in range(300)]
+                    captured = sys.stderr = io.StringIO()
+                    for f in functions:
+                        f()
+                    # No call that releases the GIL before the limit:
+                    # that would write what is held.
+                    soft, hard = resource.getrlimit(resource.RLIMIT_FSIZE)
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (1, hard))
+                    time.sleep(0.001)
+                    deadline = time.monotonic() + 10
+                    while ("Warning" not in captured.getvalue()
+                           and time.monotonic() < deadline):
+                        pass
+                    resource.setrlimit(resource.RLIMIT_FSIZE, (soft, hard))
+                    def later():
+                        return 1
+                    later()
+                    sys.stderr = sys.__stderr__
+                    print(json.dumps(captured.getvalue()))
+                """, flags=("-X", backend))
+                warnings = self.last_json(out).splitlines()
+                in_file = sum(self.written(pid, backend, f"py::f{i}:<string>")
+                              for i in range(300))
+                if in_file == 300:
+                    self.skipTest("every name was written before the limit")
+                self.assertEqual(len(warnings), 1, warnings)
+                self.assertIn(
+                    f"; the names of {300 - in_file} functions are not in "
+                    f"it, and Python functions started from now on will not "
+                    f"appear in native profiles", warnings[0])
 
     def test_new_functions_written_together(self):
         # 2,000 new functions run one after the other, with no other
