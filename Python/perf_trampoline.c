@@ -98,7 +98,7 @@ typedef PyObject *(*py_trampoline)(PyThreadState *,
 /* Read on every frame entry: kept apart from the state below. */
 int _PyPerfTrampoline_active = 0;
 __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
-    __attribute__((tls_model("initial-exec"))) = {0, 0, 0, 0, 0, -1, 0};
+    _PyPerfTrampoline_TLS_MODEL = {0, 0, 0, 0, 0, -1, 0};
 
 /* Arenas: each backend hands out trampolines from its own arenas, each
    at least TRAMPOLINE_ALIGN-aligned so that no address of one lies within

@@ -60,10 +60,14 @@ PyAPI_DATA(int) _PyPerfTrampoline_active;
      when the thread attaches to an interpreter that uses one, so that the
      test is all a call pays.
 
-   The initial-exec model spares each read a call to __tls_get_addr()
-   when libpython is a shared library (as Debian ships it for embedding),
-   which cost 16 of the 79 extra instructions per call on recursive fib()
-   with -X perf. */
+   Where the interpreter is linked into the program (Debian's python3.11
+   and the default build), the initial-exec model makes each read one
+   instruction.  Not in a shared libpython (--enable-shared, as Debian
+   ships it for embedding): that model would mark the library as needing
+   static TLS, and a program that dlopen()s it could then fail with
+   "cannot allocate memory in static TLS block".  There each read calls
+   __tls_get_addr(), which cost 16 of the 79 extra instructions per call
+   on recursive fib() with -X perf. */
 typedef struct {
     uintptr_t stack_limit;
     uintptr_t stack_span;
@@ -78,8 +82,14 @@ typedef struct {
     Py_ssize_t slot;
 } _PyPerfTrampoline_ThreadState;
 
+#ifdef Py_ENABLE_SHARED
+#  define _PyPerfTrampoline_TLS_MODEL
+#else
+#  define _PyPerfTrampoline_TLS_MODEL \
+       __attribute__((tls_model("initial-exec")))
+#endif
 extern __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
-    __attribute__((tls_model("initial-exec")));
+    _PyPerfTrampoline_TLS_MODEL;
 
 static inline int
 _PyPerfTrampoline_IsActive(void)

@@ -5,11 +5,13 @@ call) are measured by "make bench"; these tests cover what a benchmark
 cannot see: locks, signal handlers, the eval breaker.
 """
 
+import os
 import platform
 import shutil
 import subprocess
 import sys
 import sysconfig
+import tempfile
 import unittest
 
 from test import support
@@ -73,6 +75,35 @@ class TestInactive(PerfTestCase):
                   if "\tcall" in line and "<" in line}
         self.assertLessEqual(called, {"PyThread_get_thread_ident"}, body)
         self.assertNotIn("%fs:", body)
+
+    @unittest.skipUnless(sysconfig.is_python_build(),
+                         "needs the build tree")
+    def test_shared_library_needs_no_static_tls(self):
+        # A shared libpython (--enable-shared) that needs static TLS
+        # (DF_STATIC_TLS) may fail to load with dlopen() ("cannot allocate
+        # memory in static TLS block"), which stock 3.11 never does.  The
+        # trampolines' file is compiled here as a shared libpython's is.
+        readelf = shutil.which("readelf")
+        cc = (sysconfig.get_config_var("CC") or "").split()
+        if readelf is None or not cc or shutil.which(cc[0]) is None:
+            self.skipTest("needs the C compiler and readelf")
+        builddir = sysconfig.get_config_var("abs_builddir")
+        srcdir = sysconfig.get_config_var("abs_srcdir")
+        flags = sysconfig.get_config_var("PY_CORE_CFLAGS").split()
+        with tempfile.TemporaryDirectory() as tmp:
+            obj = os.path.join(tmp, "perf_trampoline.o")
+            lib = os.path.join(tmp, "libperf.so")
+            subprocess.run(
+                [*cc, *flags, "-fPIC", "-DPy_ENABLE_SHARED=1", "-c",
+                 os.path.join(srcdir, "Python", "perf_trampoline.c"),
+                 "-o", obj],
+                cwd=builddir, check=True, capture_output=True)
+            subprocess.run([*cc, "-shared", "-o", lib, obj], check=True,
+                           capture_output=True)
+            dynamic = subprocess.run([readelf, "-d", lib], check=True,
+                                     capture_output=True, text=True).stdout
+        self.assertIn("(NEEDED)", dynamic)
+        self.assertNotIn("STATIC_TLS", dynamic)
 
 
 if __name__ == "__main__":
