@@ -114,6 +114,10 @@ static struct {
        came in a burst up to it. */
     int64_t last_description;
     int in_burst;
+    /* In a forked child, until _PyPerfFile_WriteInherited(): what the
+       parent held at the fork, not yet in its file. */
+    char *inherited[_PyPerfFile_KINDS];
+    size_t inherited_len[_PyPerfFile_KINDS];
     size_t written_bytes;       /* statistics */
     size_t writes;
     int holding;                /* during start-up */
@@ -131,9 +135,14 @@ static pthread_mutex_t files_lock = PTHREAD_MUTEX_INITIALIZER;
    _PyPerfFile_AfterFork(), and a raw fork() never calls it. */
 static pthread_once_t watching_forks = PTHREAD_ONCE_INIT;
 
+/* Whether the lock was free at the fork: if not, what a thread the child
+   does not have was changing may be half-changed. */
+static int free_at_fork = 1;
+
 static void
 reinit_lock(void)
 {
+    free_at_fork = pthread_mutex_trylock(&files_lock) == 0;
     pthread_mutex_init(&files_lock, NULL);
 }
 
@@ -762,10 +771,35 @@ _PyPerfFile_AfterFork(void)
     /* The parent's files and what it held stay the parent's: those who
        used them open the child's own. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
-        files.file[kind].users = 0;
-        files.file[kind].lost = 0;
-        drop_held(&files.file[kind]);
+        description_file *f = &files.file[kind];
+        f->users = 0;
+        f->lost = 0;
+        free(files.inherited[kind]);
+        files.inherited[kind] = free_at_fork ? f->held : NULL;
+        files.inherited_len[kind] = free_at_fork ? f->held_len : 0;
+        if (free_at_fork) {
+            f->held = NULL;
+            f->held_cap = 0;
+        }
+        drop_held(f);
     }
+}
+
+int
+_PyPerfFile_WriteInherited(int kind)
+{
+    LOCK();
+    description_file *f = &files.file[kind];
+    int res = 0;
+    if (files.inherited_len[kind] > 0) {
+        res = is_open(f) ? write_now(f, files.inherited[kind],
+                                     files.inherited_len[kind]) : -1;
+    }
+    free(files.inherited[kind]);
+    files.inherited[kind] = NULL;
+    files.inherited_len[kind] = 0;
+    UNLOCK();
+    return res;
 }
 
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */

@@ -318,7 +318,9 @@ _PyPerfMap_AfterFork(void)
         int fd = open(parent,
                       O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
         if (fd >= 0) {
-            copied = copy_lines(fd, size) == 0;
+            /* The parent's file, then what it held at the fork. */
+            copied = (copy_lines(fd, size) == 0
+                      && _PyPerfFile_WriteInherited(_PyPerfFile_MAP) == 0);
             close(fd);
         }
     }

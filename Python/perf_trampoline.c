@@ -1058,6 +1058,9 @@ _PyPerfTrampoline_AfterFork_Child(void)
     _PyPerfFile_AfterFork();
     /* A map copied whole names every trampoline the child inherited. */
     int map_copied = _PyPerfMap_AfterFork();
+    for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
+        (void)_PyPerfFile_WriteInherited(kind);
+    }
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         trampoline_pool *pool = &state.pools[i];
         pool->next = pool->limit = NULL;

@@ -221,8 +221,13 @@ extern int64_t _PyPerfFile_deadline;
 extern int64_t _PyPerfFile_Now(void);
 /* In a forked child: none of the imports in progress is the child's, no
    file is open (each user opens its own) and nothing is held (the parent
-   writes what it held; the child describes what it runs itself). */
+   writes what it held; the child describes what it runs itself).  But a
+   child whose file starts as a copy of the parent's (see
+   Python/perf_map.c) appends what the parent held at the fork with
+   WriteInherited, once its own file is open; every other kind's is
+   dropped then too. */
 extern void _PyPerfFile_AfterFork(void);
+extern int _PyPerfFile_WriteInherited(int kind);
 extern size_t _PyPerfFile_WrittenBytes(void);
 extern size_t _PyPerfFile_Writes(void);
 

@@ -362,6 +362,37 @@ print(json.dumps([child, os.waitstatus_to_exitcode(status), persist]))
     def test_entries_only(self):
         self.check_prefork(1)
 
+    def test_names_held_at_fork(self):
+        # The parent, which uses the C API, made 200 new functions in a
+        # burst right before the fork: their names were held, not yet in
+        # its map.  The child's map starts as a copy of the parent's and
+        # names them all (before, 6 or 7 of them).
+        def run():
+            pid, (child, status), err = self.run_capi("""
+import json, os
+_testcapi.write_perf_map_entry(0x1000, 16, "jit:parent")
+ns = {}
+exec("\\n".join(f"def burst{i}(): return {i}" for i in range(200)), ns)
+for i in range(200):
+    ns[f"burst{i}"]()
+child = os.fork()
+if child == 0:
+    for i in range(200):
+        ns[f"burst{i}"]()
+    os._exit(0)
+_, status = os.waitpid(child, 0)
+print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+""", "-X", "perf")
+            self.check_fresh(child)
+            return pid, child, status
+        pid, child, status = self.retrying(run)
+        self.assertEqual(status, 0)
+        for who in (pid, child):
+            names = [name for _, _, name in self.read_entries(who)]
+            missing = [i for i in range(200)
+                       if f"py::burst{i}:<string>" not in names]
+            self.assertEqual(missing, [], who)
+
     def test_lock_held_at_fork(self):
         # The lock of the description files, held by the parent at the
         # fork, is free in the child before any code runs there: here a
