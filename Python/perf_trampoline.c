@@ -158,7 +158,9 @@ static struct {
     int watching_forks;
     /* co_extra indexes reserved in every interpreter, ours and others'
        before the last slot we took: each interpreter gets at least this
-       many, so that a slot is the same index in all of them. */
+       many, so that a slot is the same index in all of them.  None until
+       a backend is first used: a process that never uses one leaves every
+       index to other tools, as stock does. */
     Py_ssize_t reserved;
     /* For each slot a process of this lineage used after a fork, 1 + the
        slot of the process it was forked from, whose trampolines it
@@ -166,8 +168,7 @@ static struct {
     Py_ssize_t forked_from[MAX_CO_EXTRA_USERS];
 } state = {
     .config_backend = -1,
-    .pools = {{.slot = PERF_MAP_BACKEND}, {.slot = PERF_JIT_BACKEND}},
-    .reserved = _PyPerfTrampoline_CODE_EXTRA_SLOTS,
+    .pools = {{.slot = -1}, {.slot = -1}},
     .arenas = {.shared = 1},
 };
 
@@ -798,6 +799,54 @@ update_this_thread(void)
     }
 }
 
+/* Take a new co_extra index for the trampolines of pool in this process,
+   the same in every interpreter; the old one stays as the slot this
+   process forked from.  Return -1 if no index is left. */
+static int
+take_slot(trampoline_pool *pool)
+{
+    Py_ssize_t slot = state.reserved;
+    PyInterpreterState *interp;
+    for (interp = PyInterpreterState_Head(); interp != NULL;
+         interp = PyInterpreterState_Next(interp))
+    {
+        slot = Py_MAX(slot, interp->co_extra_user_count);
+    }
+    /* _PyEval_RequestCodeExtraIndex() hands out no more than this. */
+    if (slot >= MAX_CO_EXTRA_USERS - 1) {
+        return -1;
+    }
+    for (interp = PyInterpreterState_Head(); interp != NULL;
+         interp = PyInterpreterState_Next(interp))
+    {
+        for (Py_ssize_t i = interp->co_extra_user_count; i <= slot; i++) {
+            interp->co_extra_freefuncs[i] = NULL;
+        }
+        interp->co_extra_user_count = slot + 1;
+    }
+    state.reserved = slot + 1;
+    state.forked_from[slot] = pool->slot + 1;   /* 0 for a first slot */
+    pool->slot = slot;
+    return 0;
+}
+
+/* Take the slots of every backend when one is first used in this process
+   lineage (a forked child inherits them), so that each backend keeps its
+   index.  Return -1 if no index is left. */
+static int
+take_first_slots(void)
+{
+    if (state.pools[0].slot >= 0) {
+        return 0;
+    }
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        if (take_slot(&state.pools[i]) < 0) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* One more interpreter uses the backend at index: open its file if it is
    the first.  Return 0, or -1 with *reason set if the file cannot be
    opened. */
@@ -810,6 +859,11 @@ use_backend(int index, const char **reason)
         return 0;
     }
     init_template();
+    if (take_first_slots() < 0) {
+        *reason = "no co_extra index is left";
+        errno = ENOSPC;
+        return -1;
+    }
     if (!state.watching_forks) {
         /* Once per process and its children, which inherit it. */
         if (pthread_atfork(NULL, NULL, atfork_child) != 0) {
@@ -885,9 +939,9 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
                     == _PyPerfTrampoline_CODE_EXTRA_SLOTS);
     Py_BUILD_ASSERT(PERF_MAP_BACKEND == _PyPerfFile_MAP
                     && PERF_JIT_BACKEND == _PyPerfFile_JITDUMP);
-    /* Reserve the co_extra slots before anything else can request one, so
-       they have the same indexes in every interpreter (with those taken
-       after forks, see take_slot()). */
+    /* Reserve the co_extra slots taken so far before anything else can
+       request one, so they have the same indexes in every interpreter
+       (see take_slot()). */
     assert(interp->co_extra_user_count == 0);
     for (Py_ssize_t i = 0; i < state.reserved; i++) {
         interp->co_extra_freefuncs[i] = NULL;
@@ -984,36 +1038,6 @@ _PyPerfTrampoline_EndStartup(void)
     write_held();
 }
 
-/* Take a new co_extra index for the trampolines of pool in this process,
-   the same in every interpreter; the old one stays as the slot this
-   process forked from.  Return -1 if no index is left. */
-static int
-take_slot(trampoline_pool *pool)
-{
-    Py_ssize_t slot = state.reserved;
-    PyInterpreterState *interp;
-    for (interp = PyInterpreterState_Head(); interp != NULL;
-         interp = PyInterpreterState_Next(interp))
-    {
-        slot = Py_MAX(slot, interp->co_extra_user_count);
-    }
-    /* _PyEval_RequestCodeExtraIndex() hands out no more than this. */
-    if (slot >= MAX_CO_EXTRA_USERS - 1) {
-        return -1;
-    }
-    for (interp = PyInterpreterState_Head(); interp != NULL;
-         interp = PyInterpreterState_Next(interp))
-    {
-        for (Py_ssize_t i = interp->co_extra_user_count; i <= slot; i++) {
-            interp->co_extra_freefuncs[i] = NULL;
-        }
-        interp->co_extra_user_count = slot + 1;
-    }
-    state.reserved = slot + 1;
-    state.forked_from[slot] = pool->slot + 1;
-    pool->slot = slot;
-    return 0;
-}
 
 /* Describe the trampolines of the frames the calling thread is running:
    they were entered before the fork, so they are not looked up again. */

@@ -23,9 +23,10 @@ extern "C" {
 struct _PyInterpreterFrame;
 
 /* The co_extra slots holding a code object's trampolines, one per backend
-   (0: "perf", 1: "perf_jit").  They are reserved in every interpreter when
-   the interpreter is created, so the indexes are valid in all of them.  A
-   forked child takes new ones (see Python/perf_trampoline.c). */
+   ("perf", "perf_jit").  They are taken in every interpreter when a
+   backend is first used, and reserved in every interpreter created after,
+   so the indexes are valid in all of them.  A forked child takes new ones
+   (see Python/perf_trampoline.c). */
 #define _PyPerfTrampoline_CODE_EXTRA_SLOTS 2
 
 /* A trampoline: calls evaluator(tstate, frame, throwflag). */
@@ -175,9 +176,9 @@ _PyPerfTrampoline_EnterFrame(PyThreadState *tstate,
     return _PyPerfTrampoline_EvalFrame(tstate, frame, throwflag);
 }
 
-/* Reserve the co_extra slots in a new interpreter, which starts with the
-   backend that -X perf or the environment asked for (Python/pystate.c),
-   and stop its backend when it is cleared. */
+/* Reserve the co_extra slots taken so far in a new interpreter, which
+   starts with the backend that -X perf or the environment asked for
+   (Python/pystate.c), and stop its backend when it is cleared. */
 extern void _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp);
 extern void _PyPerfTrampoline_FiniInterpreter(PyInterpreterState *interp);
 /* The calling thread's current thread state is now tstate (not NULL). */

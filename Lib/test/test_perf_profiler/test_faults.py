@@ -149,11 +149,14 @@ class TestFaults(PerfTestCase):
                   file=sys.stderr)
         self.assertLessEqual(per_code, 64)
 
-    def test_other_co_extra_users_unaffected(self):
+    def test_other_co_extra_users(self):
         # code_dealloc() calls every registered co_extra free function for
-        # the slots a code object has, even unset ones.  Trampolines must
-        # not make other users' free functions run for code objects they
-        # never tagged.
+        # the slots a code object has, even unset ones (with NULL).  The
+        # trampolines' slots are taken when the feature is first used: a
+        # tool that took an index before then is called as stock calls it
+        # when another tool tags a code object (with NULL for code objects
+        # that have trampolines, and its own value for those it tagged); a
+        # tool that took one after, only for the code objects it tagged.
         import_helper.import_module("ctypes")
         pid, rc, out, err, script = self.run_script("""
             import ctypes, gc, json, os, sys
@@ -166,10 +169,12 @@ class TestFaults(PerfTestCase):
             set_extra = py._PyCode_SetExtra
             set_extra.argtypes = (ctypes.py_object, ctypes.c_ssize_t,
                                   ctypes.c_void_p)
-            calls = []
-            FREE = freefunc(lambda ptr: calls.append(ptr))
-            index = request(FREE)
+            calls = {"before": [], "after": []}
+            FREE_BEFORE = freefunc(lambda ptr: calls["before"].append(ptr))
+            FREE_AFTER = freefunc(lambda ptr: calls["after"].append(ptr))
+            before = request(FREE_BEFORE)
             sys.activate_stack_trampoline("perf")
+            after = request(FREE_AFTER)
             ns = {}
             exec(compile("def fresh():\\n    return 1\\n", "<f>",
                          "exec"), ns)
@@ -178,16 +183,23 @@ class TestFaults(PerfTestCase):
             exec(compile("def tagged():\\n    return 2\\n", "<t>",
                          "exec"), tagged)
             tagged["tagged"]()
-            set_extra(tagged["tagged"].__code__, index, 1234)
+            set_extra(tagged["tagged"].__code__, before, 1234)
+            set_extra(tagged["tagged"].__code__, after, 5678)
             ns.clear()
             tagged.clear()
             gc.collect()
-            print(json.dumps([index, calls]))
-            print(os.getpid())
+            print(json.dumps([before, after, calls]), flush=True)
+            # The free functions are Python code: none may run once the
+            # interpreter is being finalized.
+            os._exit(0)
         """)
-        index, calls = json.loads(out.splitlines()[0])
-        self.assertGreaterEqual(index, 2)
-        self.assertEqual(calls, [1234])
+        before, after, calls = json.loads(out.splitlines()[0])
+        self.assertEqual(before, 0)
+        self.assertEqual(after, 3)
+        self.assertEqual(calls["after"], [5678])
+        self.assertEqual(sorted(calls["before"], key=str),
+                         [1234] + [None] * (len(calls["before"]) - 1))
+        self.assertGreater(len(calls["before"]), 1)
 
     SIGINT_SCRIPT = """
         import os, signal, sys, threading, traceback

@@ -47,6 +47,22 @@ class TestInactive(PerfTestCase):
         """)
         self.assertEqual(out.split(), ["imported", "True"])
 
+    def test_co_extra_indexes_left_to_others(self):
+        # The first co_extra index handed out is 0, as in stock 3.11: the
+        # trampolines take theirs when the feature is first used.
+        import_helper.import_module("ctypes")
+        pid, rc, out, err, script = self.run_script("""
+            import ctypes, sys
+            request = ctypes.pythonapi._PyEval_RequestCodeExtraIndex
+            request.argtypes = (ctypes.c_void_p,)
+            request.restype = ctypes.c_ssize_t
+            first = request(None)
+            sys.activate_stack_trampoline("perf")
+            print(first, request(None))
+            sys.deactivate_stack_trampoline()
+        """)
+        self.assertEqual(out.split(), ["0", "3"])
+
     def test_signal_handler_reads_no_thread_local_storage(self):
         # A C signal handler sets the eval breaker through
         # _PyEval_SignalReceived().  What the trampolines add to it reads
