@@ -301,6 +301,12 @@ PyUnstable_CopyPerfMapFile(const char *parent_filename)
 }
 
 int
+_PyPerfMap_InUse(void)
+{
+    return api.pid != 0;
+}
+
+int
 _PyPerfMap_AfterFork(void)
 {
     if (api.pid == 0) {

@@ -617,6 +617,13 @@ describe(int index, char *code, PyCodeObject *co, int is_new)
    version did, cost a system call per new trampoline.) */
 static volatile int forked = 0;
 
+/* Set in a forked child from the fork until its at-fork handlers have
+   run (in_fork_handlers), then until it runs Python code (child_pending,
+   the number of checks of the eval breaker to its start): see
+   _PyPerfTrampoline_AfterFork_Child(). */
+static int in_fork_handlers = 0;
+int _PyPerfTrampoline_child_pending = 0;
+
 static void
 atfork_child(void)
 {
@@ -648,7 +655,15 @@ static py_trampoline
 compile_trampoline(PyCodeObject *co)
 {
     if (forked) {
+        /* No at-fork handlers run in a child forked so. */
         _PyPerfTrampoline_AfterFork_Child();
+        _PyPerfTrampoline_AfterForkHandlers();
+    }
+    if (in_fork_handlers) {
+        return NULL;
+    }
+    if (_PyPerfTrampoline_child_pending) {
+        _PyPerfTrampoline_StartChild();
     }
     int index = _PyPerfTrampoline_thread.backend;
     if (index < 0) {
@@ -1062,24 +1077,12 @@ describe_running_frames(void)
     PyErr_Restore(exc, val, tb);
 }
 
+/* What a forked child does once it runs Python code: open its own files,
+   take new slots and describe the frames it is running. */
 void
-_PyPerfTrampoline_AfterFork_Child(void)
+_PyPerfTrampoline_StartChild(void)
 {
-    /* perf copies the parent's memory maps into the child at the fork and
-       keeps naming what lies in them from the parent's map file.  So the
-       trampolines the child makes go into arenas it maps itself; the ones
-       it inherited keep their addresses, and their names.  The child's
-       files start empty and describe what the child runs, so that a fork
-       costs the same however much the parent made: each backend takes a
-       new co_extra slot, in which the child's first lookup of each code
-       object misses and finds the trampoline it inherited (see
-       claim_inherited()), and the running frames are described now.  The
-       parent's failures are not the child's. */
-    forked = 0;
-    /* The rest of the parent's reservation is the parent's to use. */
-    state.arenas.next = state.arenas.end = NULL;
-    _PyPerfDebugger_AfterFork();
-    _PyPerfFile_AfterFork();
+    _PyPerfTrampoline_child_pending = 0;
     /* A map copied whole names every trampoline the child inherited. */
     int map_copied = _PyPerfMap_AfterFork();
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
@@ -1087,11 +1090,6 @@ _PyPerfTrampoline_AfterFork_Child(void)
     }
     for (int i = 0; i < (int)N_BACKENDS; i++) {
         trampoline_pool *pool = &state.pools[i];
-        pool->next = pool->limit = NULL;
-        pool->image = NULL;
-        pool->arena_failed = 0;
-        pool->write_failed = 0;
-        pool->unreported_errno = 0;
         if (pool->made && !(i == PERF_MAP_BACKEND && map_copied)) {
             /* With no index left (after some 250 generations of forks),
                the child keeps its parent's: it then describes only the
@@ -1122,6 +1120,68 @@ _PyPerfTrampoline_AfterFork_Child(void)
     }
     update_this_thread();
     describe_running_frames();
+}
+
+void
+_PyPerfTrampoline_ChildAtEvalBreaker(void)
+{
+    if (--_PyPerfTrampoline_child_pending == 0) {
+        _PyPerfTrampoline_StartChild();
+    }
+}
+
+void
+_PyPerfTrampoline_AfterFork_Child(void)
+{
+    /* perf copies the parent's memory maps into the child at the fork and
+       keeps naming what lies in them from the parent's map file.  So the
+       trampolines the child makes go into arenas it maps itself; the ones
+       it inherited keep their addresses, and their names.  The child's
+       files start empty and describe what the child runs, so that a fork
+       costs the same however much the parent made: each backend takes a
+       new co_extra slot, in which the child's first lookup of each code
+       object misses and finds the trampoline it inherited (see
+       claim_inherited()), and the running frames are described.  The
+       parent's failures are not the child's.
+
+       All that waits until the child runs Python code: its next new
+       function, or the second check of the eval breaker (a function
+       entry, a loop iteration, the end of a call to C), which is set for
+       it once the at-fork handlers (os.register_at_fork(), which
+       threading uses) have run: the first check follows the call that
+       forked (os.fork() returning, or a preexec_fn's entry).  What the
+       at-fork handlers run meanwhile runs without new trampolines.  So a
+       child that execs or exits at once (subprocess's children, os.fork()
+       then os.execv()) creates no file and does no work for it. */
+    forked = 0;
+    /* The rest of the parent's reservation is the parent's to use. */
+    state.arenas.next = state.arenas.end = NULL;
+    _PyPerfDebugger_AfterFork();
+    _PyPerfFile_AfterFork();
+    int in_use = 0;
+    for (int i = 0; i < (int)N_BACKENDS; i++) {
+        trampoline_pool *pool = &state.pools[i];
+        pool->next = pool->limit = NULL;
+        pool->image = NULL;
+        pool->arena_failed = 0;
+        pool->write_failed = 0;
+        pool->unreported_errno = 0;
+        in_use |= pool->made || pool->users > 0;
+    }
+    if (in_use || _PyPerfMap_InUse()) {
+        in_fork_handlers = 1;
+    }
+}
+
+void
+_PyPerfTrampoline_AfterForkHandlers(void)
+{
+    PyThreadState *tstate = _PyThreadState_GET();
+    if (in_fork_handlers && tstate != NULL) {
+        in_fork_handlers = 0;
+        _PyPerfTrampoline_child_pending = 2;
+        _Py_atomic_store_relaxed(&tstate->interp->ceval.eval_breaker, 1);
+    }
 }
 
 void
@@ -1265,6 +1325,11 @@ _PyPerfTrampoline_Deactivate(void)
 
 void
 _PyPerfTrampoline_AfterFork_Child(void)
+{
+}
+
+void
+_PyPerfTrampoline_AfterForkHandlers(void)
 {
 }
 

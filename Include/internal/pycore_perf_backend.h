@@ -119,8 +119,10 @@ extern void *_PyPerfRegion_Alloc(_PyPerfRegion *region, size_t size,
 
 /* In a forked child, before anything else opens a file: if the C API
    wrote to the parent's map, the child's starts with a copy of it
-   (Python/perf_map.c); return 1 if it does. */
+   (Python/perf_map.c); return 1 if it does.  InUse: whether the C API
+   opened the map in this process or an ancestor. */
 extern int _PyPerfMap_AfterFork(void);
+extern int _PyPerfMap_InUse(void);
 
 
 /* Debuggers (Python/perf_debugger.c) **************************************/

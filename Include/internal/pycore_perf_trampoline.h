@@ -210,6 +210,11 @@ extern void _PyPerfTrampoline_WriteHeld(int all);
 /* Non-zero while a failure to write them is to be reported. */
 extern int _PyPerfTrampoline_unreported;
 extern void _PyPerfTrampoline_ReportFailures(void);
+/* Non-zero in a forked child until it runs Python code, which starts it
+   (see _PyPerfTrampoline_AfterFork_Child()). */
+extern int _PyPerfTrampoline_child_pending;
+extern void _PyPerfTrampoline_StartChild(void);
+extern void _PyPerfTrampoline_ChildAtEvalBreaker(void);
 #endif
 
 /* Called before a thread releases the GIL to sleep, wait or do I/O
@@ -235,7 +240,8 @@ static inline int
 _PyPerfTrampoline_EvalBreakerMayBeWanted(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    return _PyPerfFile_held != 0 || _PyPerfTrampoline_unreported;
+    return (_PyPerfFile_held != 0 || _PyPerfTrampoline_unreported
+            || _PyPerfTrampoline_child_pending);
 #else
     return 0;
 #endif
@@ -247,7 +253,7 @@ static inline int
 _PyPerfTrampoline_EvalBreakerUsed(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    return _PyPerfFile_ever_held;
+    return _PyPerfFile_ever_held || _PyPerfTrampoline_child_pending;
 #else
     return 0;
 #endif
@@ -260,13 +266,15 @@ _PyPerfTrampoline_EvalBreakerUsed(void)
    Not in a thread that starts up or imports: what it holds is bounded by
    count instead (see Python/perf_description_file.c).  And until a
    failure to write them, seen where nothing could be printed, has been
-   reported. */
+   reported, and in a forked child until it has started (its first
+   check of the eval breaker is its first Python code). */
 static inline int
 _PyPerfTrampoline_EvalBreakerWanted(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     return ((_PyPerfFile_held != 0 && !_PyPerfFile_Holding())
-            || _PyPerfTrampoline_unreported);
+            || _PyPerfTrampoline_unreported
+            || _PyPerfTrampoline_child_pending);
 #else
     return 0;
 #endif
@@ -281,6 +289,9 @@ _PyPerfTrampoline_AtEvalBreaker(void)
     if (_PyPerfFile_held && (++_PyPerfFile_breaker_checks & 63) == 0) {
         _PyPerfTrampoline_WriteHeld(0);
     }
+    if (_PyPerfTrampoline_child_pending) {
+        _PyPerfTrampoline_ChildAtEvalBreaker();
+    }
     if (_PyPerfTrampoline_unreported) {
         _PyPerfTrampoline_ReportFailures();
     }
@@ -294,8 +305,10 @@ extern int _PyPerfTrampoline_Activate(const char *backend);
 extern void _PyPerfTrampoline_Deactivate(void);
 extern int _PyPerfTrampoline_IsActiveHere(void);
 
-/* Called in the child process after fork() and at finalization. */
+/* Called in the child process after fork() (before and after its
+   at-fork handlers run, see Modules/posixmodule.c) and at finalization. */
 extern void _PyPerfTrampoline_AfterFork_Child(void);
+extern void _PyPerfTrampoline_AfterForkHandlers(void);
 extern void _PyPerfTrampoline_Fini(void);
 
 /* For tests (_testinternalcapi) and benchmarks: make arena allocation

@@ -690,6 +690,67 @@ class TestFork(PerfTestCase):
                     self.assert_symbol_count(
                         text, f"py::mp_work:{script}", 1)
 
+    def test_children_that_exec_leave_no_file(self):
+        # A service that spawns programs: children that exec without
+        # running Python code (subprocess with a preexec_fn that is a C
+        # function, fork() then execv()) create no file and describe
+        # nothing; each backend's files stay the parent's alone.
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import json, os, subprocess, sys
+                    def work():
+                        return 1
+                    work()
+                    children = []
+                    for _ in range(3):
+                        proc = subprocess.Popen([sys.executable, "-c", ""],
+                                                preexec_fn=os.getpid,
+                                                env={})
+                        proc.wait()
+                        children.append(proc.pid)
+                    child = os.fork()
+                    if child == 0:
+                        os.execv(sys.executable, [sys.executable, "-c", ""])
+                    os.waitpid(child, 0)
+                    children.append(child)
+                    print(json.dumps(children))
+                """, flags=("-X", backend))
+                children = self.last_json(out)
+                self.assertEqual(len(children), 4)
+                for child in children:
+                    self.forget_files(child)
+                # (The exec'd programs are interpreters run without the
+                # support: they write no file of their own.)
+                left = [path for child in children
+                        for path in (f"/tmp/perf-{child}.map",
+                                     f"/tmp/jit-{child}.dump")
+                        if os.path.exists(path)]
+                self.assertEqual(left, [])
+
+    def test_child_running_its_inherited_frame(self):
+        # A child that runs Python code in the frame it was forked from,
+        # calling nothing, is started at its first loop iteration: its map
+        # names that frame.
+        script = self.write_script("""
+            import json, os
+            def forker():
+                child = os.fork()
+                if child == 0:
+                    total = 0
+                    for i in range(1000):
+                        total += i
+                    os._exit(0 if total else 1)
+                return child
+            child = forker()
+            _, status = os.waitpid(child, 0)
+            print(json.dumps([child, os.waitstatus_to_exitcode(status)]))
+        """)
+        pid, child, exitcode, err = self.run_forking(script, "-X", "perf")
+        self.assertEqual(exitcode, 0)
+        child_map = self.assert_map_file(child)
+        self.assert_symbol_count(child_map, f"py::forker:{script}", 1)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -161,10 +161,13 @@ for i in range(3000):
 writer.join()
 # A forked child's map starts with a copy of what the parent knows it
 # wrote: every write must have been counted, or the copy is cut short.
+# (The child makes its map once it runs Python code: here a function.)
 written = os.stat(f"/tmp/perf-{os.getpid()}.map").st_size
+def in_child():
+    return 0
 child = os.fork()
 if child == 0:
-    os._exit(0)
+    os._exit(in_child())
 os.waitpid(child, 0)
 print(json.dumps([failures, child, written]))
 """, "-X", "perf")
