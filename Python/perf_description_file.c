@@ -281,6 +281,13 @@ write_now(description_file *f, const void *buf, size_t size)
     if (open_checked(f->path, O_WRONLY | O_APPEND, &fd, &st, &reason) < 0) {
         return -1;
     }
+    if (st.st_dev != f->dev || st.st_ino != f->ino) {
+        /* Removed (by a cleanup job, say) and created again by this
+           open(): this process's file from now on, what is in it too. */
+        f->dev = st.st_dev;
+        f->ino = st.st_ino;
+        f->size = st.st_size;
+    }
     int res = restore_header(f, fd, &st);
     if (res == 0) {
         res = write_all(fd, buf, size);

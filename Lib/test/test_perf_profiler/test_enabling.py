@@ -462,6 +462,45 @@ class TestRuntimeActivation(PerfTestCase):
         self.assert_symbol_count(text, "py::host:jit", 1)
         self.assert_symbol_count(text, f"py::probe:{script}", 1)
 
+    def test_recreated_file_stays_the_process_s(self):
+        # A cleanup job removes the file while the program runs; the next
+        # description creates it again.  It is this process's file: a
+        # later activation appends to it, as to the file it replaced.
+        # (The removed file is kept open meanwhile, so that the new one
+        # gets another inode on any file system.)
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script("""
+                    import os, sys
+                    backend = sys.argv[1]
+                    path = (f"/tmp/perf-{os.getpid()}.map" if backend == "perf"
+                            else f"/tmp/jit-{os.getpid()}.dump")
+                    sys.activate_stack_trampoline(backend)
+                    def before_removal():
+                        return 1
+                    before_removal()
+                    old = os.open(path, os.O_RDONLY)
+                    os.unlink(path)
+                    def after_removal():
+                        return 2
+                    after_removal()
+                    sys.deactivate_stack_trampoline()
+                    sys.activate_stack_trampoline(backend)
+                    def after_reactivation():
+                        return 3
+                    after_reactivation()
+                    sys.deactivate_stack_trampoline()
+                    os.close(old)
+                    print(os.getpid())
+                """, backend, flags=())
+                names = [n for _, _, n in self.described_entries(pid,
+                                                                 backend)]
+                self.assertNotIn(f"py::before_removal:{script}", names)
+                self.assertEqual(names.count(f"py::after_removal:{script}"),
+                                 1, names)
+                self.assertEqual(
+                    names.count(f"py::after_reactivation:{script}"), 1)
+
     def test_stale_map_is_replaced(self):
         # A map that no one in the process wrote or has open was left by an
         # earlier process with the same PID: its addresses now hold other
