@@ -89,8 +89,15 @@ class TestInactive(PerfTestCase):
         called = {line.split("<", 1)[1].split(">", 1)[0].split("@")[0]
                   for line in body.splitlines()
                   if "\tcall" in line and "<" in line}
+        # A build with sanitizers checks memory accesses with calls of its
+        # own, and keeps their state in thread-local storage.
+        sanitized = "-fsanitize" in (sysconfig.get_config_var("CFLAGS")
+                                     or "")
+        called = {name for name in called
+                  if not name.startswith(("__asan_", "__ubsan_"))}
         self.assertLessEqual(called, {"PyThread_get_thread_ident"}, body)
-        self.assertNotIn("%fs:", body)
+        if not sanitized:
+            self.assertNotIn("%fs:", body)
 
     @unittest.skipUnless(sysconfig.is_python_build(),
                          "needs the build tree")

@@ -22,6 +22,7 @@ import sys
 import sysconfig
 import tempfile
 import textwrap
+import threading
 import time
 import unittest
 from unittest import mock
@@ -360,6 +361,87 @@ def leftovers(pid):
     return sorted(name for name in os.listdir("/tmp")
                   if name in (f"perf-{pid}.map", f"jit-{pid}.dump")
                   or name.startswith(f"jitted-{pid}-"))
+
+
+class TestForeignRoot(unittest.TestCase):
+    """pyprofile, run as root, on a process in a container whose root
+    directory is not the host's: what the container plants at the paths of
+    its map and dump is never followed to a host file, nor waited on."""
+
+    # In the container: a root of its own (a tmpfs with the host's /usr),
+    # where /tmp/perf-1.map is an absolute symbolic link to a file that
+    # only the host has, and /tmp/jit-1.dump a FIFO.
+    CONTAINER = (
+        'mount -t tmpfs tmpfs "$0" && mkdir "$0/usr" "$0/tmp" '
+        '&& mount --rbind /usr "$0/usr" && ln -s usr/bin "$0/bin" '
+        '&& ln -s usr/lib "$0/lib" && ln -s usr/lib64 "$0/lib64" '
+        '&& ln -s "$1" "$0/tmp/perf-1.map" && mkfifo "$0/tmp/jit-1.dump" '
+        '&& exec chroot "$0" /bin/sh -c "echo ready; exec sleep 1000"')
+
+    def setUp(self):
+        reason = unshare_usable()
+        if reason:
+            self.skipTest(reason)
+        self.tmp = tempfile.mkdtemp(dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.secret = os.path.join(self.tmp, "secret")
+        with open(self.secret, "w") as f:
+            f.write("1000 10 py::host_secret:host\n")
+        root = os.path.join(self.tmp, "root")
+        os.mkdir(root)
+        proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--kill-child", "--mount",
+             "sh", "-c", self.CONTAINER, root, self.secret],
+            stdout=subprocess.PIPE, text=True)
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.addCleanup(proc.stdout.close)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
+            self.pid = int(f.read().split()[0])
+        self.assertEqual(pyprofile.namespaced_pid(self.pid), 1)
+        self.assertNotEqual(os.stat(f"/proc/{self.pid}/root").st_dev,
+                            os.stat("/").st_dev)
+
+    def in_thread(self, func):
+        """func()'s result; fail if it takes long (a FIFO's open())."""
+        result = []
+        thread = threading.Thread(target=lambda: result.append(func()),
+                                  daemon=True)
+        thread.start()
+        thread.join(30)
+        self.assertFalse(thread.is_alive(), "blocked")
+        return result[0]
+
+    def test_planted_files_are_not_ready(self):
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                check = self.in_thread(
+                    lambda: pyprofile.check_process(self.pid, backend))
+                self.assertFalse(check.ok, check)
+
+    def test_planted_files_are_not_copied(self):
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                target = os.path.join(self.tmp, f"copy-{backend}")
+                copier = self.in_thread(
+                    lambda: pyprofile.Copier(self.pid, backend, target))
+                self.in_thread(copier.stop)
+                with open(target, "rb") as f:
+                    self.assertEqual(f.read(), b"")
+
+    def test_open_in_root(self):
+        with self.assertRaises(OSError):
+            pyprofile.open_in_root(self.pid, "/tmp/perf-1.map")
+        with self.assertRaises(OSError):
+            pyprofile.open_in_root(self.pid, "/tmp/jit-1.dump")
+        with self.assertRaises(OSError):
+            pyprofile.open_in_root(self.pid, "/tmp/../tmp/perf-1.map")
+        # /bin is a symbolic link in the container's root.
+        with self.assertRaises(OSError):
+            pyprofile.open_in_root(self.pid, "/bin/sh")
+        with pyprofile.open_in_root(self.pid, "/usr/bin/dash") as f:
+            self.assertEqual(f.read(4), b"\x7fELF")
 
 
 @unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
