@@ -488,22 +488,29 @@ class TestContainer(unittest.TestCase):
             f.write(self.SERVICE)
         self.stop_file = os.path.join(self.tmp, "stop")
 
-    def start(self, backend):
+    def start(self, backend, own_stdlib=False):
         """Start the service in a container; return its unshare process
-        and its host PID.  It runs until stop()."""
+        and its host PID.  It runs until stop().  With own_stdlib, the
+        standard library is at /mnt/lib, which only PYTHONPATH names: the
+        interpreter cannot start with -E there."""
         if os.path.exists(self.stop_file):
             os.unlink(self.stop_file)
         env_var = pyprofile.BACKENDS[backend]["env"]
         # As in a container image, the interpreter is at a path that the
         # host does not have: /mnt/bin is mounted in the container only.
         directory, name = os.path.split(os.path.realpath(sys.executable))
+        stdlib = os.path.dirname(os.__file__)
+        hide = ('&& mkdir /mnt/lib && mount --bind "$3" /mnt/lib '
+                '&& mount -t tmpfs tmpfs "$3" && export PYTHONPATH=/mnt/lib '
+                if own_stdlib else '')
         proc = subprocess.Popen(
             ["unshare", "--pid", "--fork", "--mount", "--mount-proc",
              "sh", "-c", 'mount -t tmpfs tmpfs /tmp '
                          '&& mount -t tmpfs tmpfs /mnt && mkdir /mnt/bin '
                          '&& mount --bind "$0" /mnt/bin '
+                         f'{hide}'
                          f'&& {env_var}=1 exec /mnt/bin/{name} "$1" "$2"',
-             directory, self.program, self.stop_file],
+             directory, self.program, self.stop_file, stdlib],
             stdout=subprocess.PIPE, text=True)
         self.addCleanup(proc.wait)
         self.addCleanup(proc.kill)
@@ -542,6 +549,33 @@ class TestContainer(unittest.TestCase):
                               f"{name}", result.stdout)
                 self.assertRegex(result.stdout,
                                  r"(?m)^ok   interpreter: /mnt/bin/")
+
+    def test_check_with_the_process_environment(self):
+        # The interpreter starts only with the environment the process
+        # has (PYTHONPATH): the check runs it so.
+        ready_or_skip(self, "perf", sys.executable)
+        proc, pid = self.start("perf", own_stdlib=True)
+        result = run_pyprofile("--check", "-p", str(pid))
+        self.stop()
+        proc.wait(timeout=300)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        self.assertRegex(result.stdout, r"(?m)^ok   interpreter: /mnt/bin/")
+
+    def test_check_without_the_interpreter(self):
+        # The interpreter's file is gone from the container (unmounted
+        # after it started): the process writes its map, so it is ready,
+        # with a warning that its build cannot be checked.
+        ready_or_skip(self, "perf", sys.executable)
+        proc, pid = self.start("perf")
+        subprocess.run(["nsenter", "--target", str(pid), "--mount", "--pid",
+                        "--",
+                        "umount", "-l", "/mnt/bin"], check=True)
+        result = run_pyprofile("--check", "-p", str(pid))
+        self.stop()
+        proc.wait(timeout=300)
+        self.assertEqual(result.returncode, 0, result.stdout)
+        # (The kernel names the unmounted file relative to its mount.)
+        self.assertRegex(result.stdout, r"(?m)^warn interpreter: cannot run ")
 
     def profile(self, backend, exits):
         """Profile the service in a container for 6 s (ending it 1.5 s
