@@ -44,7 +44,7 @@ static struct {
     void *mapping;              /* the executable mapping perf looks for */
     size_t mapping_size;
     uint64_t code_index;        /* of the next load record */
-    long header_pid;            /* process that wrote the dump's header */
+    long header_pid;            /* the process whose dump it is */
     /* The unwind tables are the same for every trampoline (their
        pointers are relative to perf's layout): built once. */
     unsigned char unwind[_PyPerfUnwind_MAX_SIZE];
@@ -88,11 +88,13 @@ jitdump_open(const char **reason)
                          reason) < 0) {
         return -1;
     }
-    /* A dump left by an earlier process with the same PID describes code
-       that no longer exists: start afresh.  Within one process, a second
-       activation appends to the dump of the first. */
+    /* A dump that no one in this process image wrote or has open was
+       emptied (it describes code that no longer exists): it starts
+       afresh.  Otherwise this process appends, as to the map: to the dump
+       of its own earlier activation, or one that a JIT compiler of the
+       program writes. */
     off_t size = lseek(fd, 0, SEEK_END);
-    if (size <= 0 || jitdump.header_pid != (long)getpid()) {
+    if (size <= 0) {
         unsigned char header_buf[JITDUMP_HEADER_SIZE];
         _PyPerfBuf h = {header_buf, 0, sizeof(header_buf)};
         _PyPerfBuf_PutU32(&h, JITDUMP_MAGIC);
@@ -108,11 +110,12 @@ jitdump_open(const char **reason)
             int err = errno;
             *reason = strerror(err);
             close(fd);
+            _PyPerfFile_Cancel(_PyPerfFile_JITDUMP);
             errno = err;
             return -1;
         }
-        jitdump.header_pid = (long)getpid();
     }
+    jitdump.header_pid = (long)getpid();
     long page = sysconf(_SC_PAGESIZE);
     jitdump.mapping_size = page > 0 ? (size_t)page : 4096;
     jitdump.mapping = mmap(NULL, jitdump.mapping_size, PROT_READ | PROT_EXEC,
@@ -124,10 +127,12 @@ jitdump_open(const char **reason)
                   ? "cannot map it executable (is /tmp mounted noexec?)"
                   : strerror(err);
         close(fd);
+        _PyPerfFile_Cancel(_PyPerfFile_JITDUMP);
         errno = err;
         return -1;
     }
-    /* The mapping stays; no descriptor is kept open. */
+    /* The mapping stays; the descriptor of the lock (see
+       Python/perf_description_file.c) is the only one kept open. */
     close(fd);
     _PyPerfFile_Switch(_PyPerfFile_JITDUMP);
     return 0;

@@ -164,12 +164,15 @@ extern void _PyPerfDebugger_AfterFork(void);
    file is ever found empty); then Switch to it: it becomes the open file
    of its kind, used once.  Open returns 0 and sets *fd on success; on
    failure -1 with errno set and *reason set to a static description (the
-   path is kept for messages: _PyPerfFile_PendingPath()). */
+   path is kept for messages: _PyPerfFile_PendingPath()), EBUSY if
+   another live process writes the file.  A backend that fails after Open
+   calls Cancel. */
 extern int _PyPerfFile_Open(int kind, const char *path, int access_mode,
                             int *fd, const char **reason);
 extern int _PyPerfFile_Restart(int kind, int fd, const void *header,
                                size_t size);
 extern void _PyPerfFile_Switch(int kind);
+extern void _PyPerfFile_Cancel(int kind);
 /* The three steps at once for a file without a header, or one more use
    of the file if it is open; as a backend's open(). */
 extern int _PyPerfFile_OpenSimple(int kind, const char *path,

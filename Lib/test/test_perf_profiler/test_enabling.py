@@ -6,14 +6,15 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 import unittest
 
 from test import support
 from test.support import import_helper
-from test.test_perf_profiler.util import (PerfTestCase, parse_map,
-                                          perf_map_path,
+from test.test_perf_profiler.util import (PerfTestCase, code_loads,
+                                          parse_map, perf_map_path,
                                           requires_perf_trampoline)
 
 
@@ -439,6 +440,82 @@ class TestRuntimeActivation(PerfTestCase):
         self.assertTrue(text.startswith("1000 10 py::earlier:earlier.py\n"))
         self.assert_symbol_count(text, "py::earlier:earlier.py", 1)
         self.assert_symbol_count(text, f"py::probe:{script}", 1)
+
+    def test_dump_open_in_the_process_is_appended_to(self):
+        # The same for the dump: a JIT compiler of the program that keeps
+        # the dump open keeps its header and records.
+        pid, rc, out, err, script = self.run_script("""
+            import os, struct, sys
+            path = f"/tmp/jit-{os.getpid()}.dump"
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+            os.write(fd, struct.pack("<IIIIIIQQ", 0x4A695444, 1, 40, 62, 0,
+                                     os.getpid(), 12345, 0))
+            sys.activate_stack_trampoline("perf_jit")
+            def probe():
+                return 1
+            probe()
+            sys.deactivate_stack_trampoline()
+            os.close(fd)
+            print(os.getpid())
+        """)
+        self.assertEqual(out.split(), [str(pid)])
+        header, records = self.read_dump(pid)
+        self.assertEqual(header["timestamp"], 12345)
+        names = [load["name"] for load in code_loads(records)]
+        self.assertEqual(names.count(f"py::probe:{script}"), 1)
+
+    @unittest.skipUnless(shutil.which("unshare") and os.geteuid() == 0,
+                         "needs unshare and root")
+    def test_two_live_writers_of_one_file(self):
+        # Two containers (PID and mount namespaces of their own, both main
+        # processes PID 1) that share /tmp, as a pod's containers may: the
+        # first writer's map is never emptied nor appended to by the
+        # second, which runs without trampolines after one warning.
+        shared = tempfile.mkdtemp(dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, shared)
+        here = tempfile.mkdtemp(dir="/var/tmp")
+        self.addCleanup(shutil.rmtree, here)
+        script = os.path.join(here, "service.py")
+        stop = os.path.join(here, "stop")
+        with open(script, "w") as f:
+            f.write(textwrap.dedent("""
+                import os, sys, time
+                name = sys.argv[1]
+                exec(f"def writer_{name}():\\n    return 1\\n"
+                     f"writer_{name}()")
+                print("ready", sys.is_stack_trampoline_active(), flush=True)
+                while not os.path.exists(sys.argv[2]):
+                    time.sleep(0.01)
+            """))
+        procs = []
+        def start(name):
+            proc = subprocess.Popen(
+                ["unshare", "--pid", "--fork", "--kill-child", "--mount",
+                 "--mount-proc", "sh", "-c",
+                 'mount --bind "$0" /tmp && exec "$1" -X perf "$2" "$3" "$4"',
+                 shared, sys.executable, script, name, stop],
+                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                env=self.make_env())
+            procs.append(proc)
+            return proc.stdout.readline()
+        def lines():
+            with open(os.path.join(shared, "perf-1.map")) as f:
+                return [line.split()[2] for line in f]
+        try:
+            self.assertEqual(start("first"), "ready True\n")
+            self.assertIn("py::writer_first:<string>", lines())
+            self.assertEqual(start("second"), "ready False\n")
+            self.assertIn("py::writer_first:<string>", lines())
+            self.assertNotIn("py::writer_second:<string>", lines())
+        finally:
+            with open(stop, "w"):
+                pass
+            errors = [proc.communicate(timeout=support.SHORT_TIMEOUT)[1]
+                      for proc in procs]
+        self.assertEqual(errors[0], "")
+        self.assertEqual(errors[1].count("another running process writes "
+                                         "it"), 1, errors[1])
+        self.assertIn("/tmp/perf-1.map", errors[1])
 
     def test_map_open_before_the_interpreter_started(self):
         # The same for a writer that opened the map before Py_Initialize():
