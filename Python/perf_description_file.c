@@ -6,8 +6,10 @@
    - Records are appended whole, with O_APPEND and one write() each, and a
      write that fails half-way is cut off again: a profiler reading the
      file, or another writer, never sees a partial record.
-   - No descriptor stays open that the program could see (or close, and
-     reuse for a file of its own).  Each record is written as soon as it is
+   - No descriptor is written through that the program could see (or
+     close, and reuse for a file of its own): each write opens the file.
+     The only one kept open is a lock's, in a container (see take_lock()).
+     Each record is written as soon as it is
      made, so that a profiler reading the file while the process runs finds
      it, except during start-up and imports (below).
    - A forked child gets a file of its own, which starts empty: it
@@ -17,7 +19,8 @@
    - Any thread may write, with or without the GIL (the C API of
      Python/perf_map.c): the state below is guarded by a mutex.
    - A file found with records in it is stale, and emptied, unless this
-     process image wrote it or still has it open (see open_pending()).
+     process image wrote it or still has it open, or another live process
+     writes it (see open_pending()).
 
    There is a file of each kind (the perf map, the jitdump), open while
    someone uses it: a backend that an interpreter uses, or the C API for
