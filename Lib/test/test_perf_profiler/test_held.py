@@ -3,6 +3,7 @@ long: a program that keeps making new functions does not pay a write for
 each, and a profiler reading the file while the process runs finds every
 name soon after its function first ran, whatever the thread does next."""
 
+import contextlib
 import os
 import subprocess
 import sys
@@ -105,6 +106,25 @@ class TestHeld(PerfTestCase):
             time.sleep(1000)
         """, "py::before_sleep:SCRIPT")
 
+    @contextlib.contextmanager
+    def running(self, script, backend):
+        """Run script with backend, with pipes to its standard input and
+        output; yield (process, pid) once it has printed its pid, and
+        kill it afterwards."""
+        proc = subprocess.Popen(
+            [sys.executable, "-X", backend, script],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            env=self.make_env())
+        try:
+            pid = int(proc.stdout.readline())
+            self.forget_files(pid)
+            yield proc, pid
+        finally:
+            proc.kill()
+            proc.wait()
+            proc.stdin.close()
+            proc.stdout.close()
+
     def check_thread_end(self, source):
         """Run source, whose main thread stays blocked in a read while
         another thread prints its native id, makes 100 new functions in a
@@ -113,29 +133,18 @@ class TestHeld(PerfTestCase):
         threads: an emulator such as qemu-user has threads of its own.)"""
         script = self.write_script(source)
         for backend in BACKENDS:
-            with self.subTest(backend=backend):
-                proc = subprocess.Popen(
-                    [sys.executable, "-X", backend, script],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    env=self.make_env())
-                try:
-                    pid = int(proc.stdout.readline())
-                    self.forget_files(pid)
-                    tid = int(proc.stdout.readline())
-                    deadline = time.monotonic() + support.LONG_TIMEOUT
-                    while os.path.exists(f"/proc/{pid}/task/{tid}"):
-                        self.assertLess(time.monotonic(), deadline,
-                                        "the thread did not end")
-                        time.sleep(0.01)
-                    missing = [i for i in range(100)
-                               if not self.written(pid, backend,
-                                                   f"py::in_thread{i}:<string>")]
-                    self.assertEqual(missing, [])
-                finally:
-                    proc.kill()
-                    proc.wait()
-                    proc.stdin.close()
-                    proc.stdout.close()
+            with self.subTest(backend=backend), \
+                 self.running(script, backend) as (proc, pid):
+                tid = int(proc.stdout.readline())
+                deadline = time.monotonic() + support.LONG_TIMEOUT
+                while os.path.exists(f"/proc/{pid}/task/{tid}"):
+                    self.assertLess(time.monotonic(), deadline,
+                                    "the thread did not end")
+                    time.sleep(0.01)
+                missing = [i for i in range(100)
+                           if not self.written(pid, backend,
+                                               f"py::in_thread{i}:<string>")]
+                self.assertEqual(missing, [])
 
     MAKE_100 = """
         import _thread, os
@@ -183,27 +192,16 @@ class TestHeld(PerfTestCase):
             _testcapi.release_thread_until_read(1, 0)
         """)
         for backend in BACKENDS:
-            with self.subTest(backend=backend):
-                proc = subprocess.Popen(
-                    [sys.executable, "-X", backend, script],
-                    stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                    env=self.make_env())
-                try:
-                    pid = int(proc.stdout.readline())
-                    self.forget_files(pid)
-                    self.assertEqual(proc.stdout.read(1), b"r")
-                    missing = [i for i in range(100)
-                               if not self.written(pid, backend,
-                                                   f"py::released{i}:<string>")]
-                    proc.stdin.write(b"x")
-                    proc.stdin.flush()
-                    self.assertEqual(proc.wait(support.SHORT_TIMEOUT), 0)
-                    self.assertEqual(missing, [])
-                finally:
-                    proc.kill()
-                    proc.wait()
-                    proc.stdin.close()
-                    proc.stdout.close()
+            with self.subTest(backend=backend), \
+                 self.running(script, backend) as (proc, pid):
+                self.assertEqual(proc.stdout.read(1), b"r")
+                missing = [i for i in range(100)
+                           if not self.written(pid, backend,
+                                               f"py::released{i}:<string>")]
+                proc.stdin.write(b"x")
+                proc.stdin.flush()
+                self.assertEqual(proc.wait(support.SHORT_TIMEOUT), 0)
+                self.assertEqual(missing, [])
 
     def test_os_exit(self):
         # A forked worker's way out writes what is held.
