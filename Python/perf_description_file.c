@@ -510,6 +510,132 @@ open_elsewhere(int fd, const struct stat *st)
     return found;
 }
 
+/* The most of a stale map that is read to keep its live lines. */
+#define KEEP_MAX (16 * 1024 * 1024)
+
+/* All of fd, up to limit bytes, NUL-terminated, in memory of the C
+   library's (the caller frees it; see hold() for why not Python's); NULL
+   if it cannot be read or is longer. */
+static char *
+read_all(int fd, size_t limit, size_t *len)
+{
+    size_t cap = 64 * 1024;
+    size_t n = 0;
+    char *buf = malloc(cap + 1);
+    while (buf != NULL) {
+        if (n == cap) {
+            char *bigger = cap < limit ? realloc(buf, 2 * cap + 1) : NULL;
+            if (bigger == NULL) {
+                break;
+            }
+            buf = bigger;
+            cap *= 2;
+        }
+        ssize_t r = read(fd, buf + n, cap - n);
+        if (r < 0 && errno == EINTR) {
+            continue;
+        }
+        if (r <= 0) {
+            if (r < 0) {
+                break;
+            }
+            buf[n] = '\0';
+            *len = n;
+            return buf;
+        }
+        n += (size_t)r;
+    }
+    free(buf);
+    return NULL;
+}
+
+/* Whether [start, start + size) lies in an executable mapping of anonymous
+   memory listed in maps (the text of /proc/self/maps): the code of a JIT
+   compiler of this process, which perf names from the map. */
+static int
+in_anonymous_code(const char *maps, uintptr_t start, uintptr_t size)
+{
+    for (const char *line = maps; *line != '\0';) {
+        const char *eol = strchr(line, '\n');
+        size_t n = eol != NULL ? (size_t)(eol - line) : strlen(line);
+        /* "lo-hi perms offset dev inode [name]": anonymous memory has
+           inode 0 and no name (or an "[anon:...]" one). */
+        char text[256];
+        PyOS_snprintf(text, sizeof(text), "%.*s", (int)Py_MIN(n, 255), line);
+        unsigned long long lo, hi, inode;
+        char perms[5] = "", name[8] = "";
+        if (sscanf(text, "%llx-%llx %4s %*s %*s %llu %7s",
+                   &lo, &hi, perms, &inode, name) >= 4
+            && perms[2] == 'x' && inode == 0
+            && (name[0] == '\0' || strncmp(name, "[anon:", 6) == 0)
+            && lo <= start && start < hi && size <= hi - start)
+        {
+            return 1;
+        }
+        if (eol == NULL) {
+            break;
+        }
+        line = eol + 1;
+    }
+    return 0;
+}
+
+/* Empty the stale map open at fd (for appending) but for its lines that
+   name code mapped here: those a JIT compiler of the program that embeds
+   Python wrote before Python started, closing the file after each (as
+   several do).  The code that a previous process image described is not
+   mapped in this one. */
+static void
+keep_live_lines(int fd, const char *path, const struct stat *st)
+{
+    size_t len = 0, maps_len = 0;
+    char *data = NULL, *maps = NULL;
+    int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    struct stat rst;
+    if (rfd >= 0) {
+        if (fstat(rfd, &rst) == 0 && rst.st_dev == st->st_dev
+            && rst.st_ino == st->st_ino)
+        {
+            data = read_all(rfd, KEEP_MAX, &len);
+        }
+        close(rfd);
+    }
+    int mfd = data != NULL ? open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
+                           : -1;
+    if (mfd >= 0) {
+        maps = read_all(mfd, KEEP_MAX, &maps_len);
+        close(mfd);
+    }
+    (void)ftruncate(fd, 0);
+    if (data != NULL && maps != NULL) {
+        /* The lines kept are moved to the front, whole: "ADDR SIZE NAME". */
+        size_t out = 0;
+        for (size_t pos = 0; pos < len;) {
+            char *eol = memchr(data + pos, '\n', len - pos);
+            if (eol == NULL) {
+                break;          /* a last line being written: not kept */
+            }
+            size_t line_len = (size_t)(eol - (data + pos)) + 1;
+            char *p;
+            uintptr_t addr = (uintptr_t)strtoull(data + pos, &p, 16);
+            uintptr_t size = 0;
+            if (*p == ' ') {
+                size = (uintptr_t)strtoull(p + 1, &p, 16);
+            }
+            if (size > 0 && *p == ' ' && in_anonymous_code(maps, addr, size)) {
+                memmove(data + out, data + pos, line_len);
+                out += line_len;
+            }
+            pos += line_len;
+        }
+        if (out > 0) {
+            (void)write_all(fd, data, out);
+        }
+    }
+    free(data);
+    free(maps);
+}
+
 static int
 open_pending(int kind, const char *path, int access_mode, int *fd,
              const char **reason)
@@ -550,7 +676,12 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
             return -1;
         }
         if (st.st_size > 0 && !elsewhere) {
-            (void)ftruncate(*fd, 0);
+            if (kind == _PyPerfFile_MAP) {
+                keep_live_lines(*fd, path, &st);
+            }
+            else {
+                (void)ftruncate(*fd, 0);
+            }
         }
     }
     f->size = lseek(*fd, 0, SEEK_END);

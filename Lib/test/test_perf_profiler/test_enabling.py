@@ -162,6 +162,53 @@ class TestEnabling(PerfTestCase):
         text = self.assert_map_file(pid)
         self.assertTrue(text.startswith(out))
 
+    def test_host_lines_written_before_python_started(self):
+        # An embedding program's JIT compiler appended lines to the map and
+        # closed it before Py_Initialize(): the line of code mapped in the
+        # process is kept, the one of code that is not is dropped.
+        builddir = os.path.dirname(sys.executable)
+        exe = os.path.join(builddir, "Programs", "_testembed")
+        if not os.path.exists(exe):
+            self.skipTest(f"{exe} does not exist")
+        pid, rc, out, err = self.run_python(
+            "test_perf_map_host_lines", executable=exe, cwd=builddir)
+        self.assertEqual(out.split(), [str(pid)])
+        names = [name for _, _, name in parse_map(self.read_map(pid))]
+        self.assertEqual(names.count("host_jit_live"), 1, names)
+        self.assertNotIn("host_jit_gone", names)
+        self.assertEqual(names.count("py::probe:<string>"), 1)
+
+    @unittest.skipUnless(shutil.which("setarch"), "needs setarch")
+    def test_exec_without_address_randomization(self):
+        # The program this process ran before an exec(), both without
+        # address randomization (setarch -R, inherited across exec()), so
+        # that the new image's mappings are where the old one's were: none
+        # of the old image's lines is kept.
+        after = self.write_script("""
+            import os
+            def after_exec():
+                return 2
+            after_exec()
+            print(os.getpid())
+        """, name="after_exec.py")
+        script = self.write_script(f"""
+            import os, sys
+            def before_exec():
+                return 1
+            before_exec()
+            os.execv(sys.executable, [sys.executable, "-X", "perf",
+                                      {after!r}])
+        """)
+        pid, rc, out, err = self.run_python(
+            "-R", sys.executable, "-X", "perf", script,
+            executable=shutil.which("setarch"), expect_rc=None)
+        if rc != 0 and "setarch" in err:
+            self.skipTest(f"setarch -R cannot run here: {err}")
+        self.assertEqual((rc, out.split()), (0, [str(pid)]), err)
+        names = [name for _, _, name in parse_map(self.read_map(pid))]
+        self.assertNotIn(f"py::before_exec:{script}", names)
+        self.assertEqual(names.count(f"py::after_exec:{after}"), 1)
+
     def test_reinitialization_reads_its_own_configuration(self):
         # An embedding application that finalizes, unsets
         # PYTHONPERFSUPPORT and initializes again gets an interpreter
