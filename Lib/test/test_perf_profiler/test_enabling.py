@@ -534,12 +534,20 @@ class TestRuntimeActivation(PerfTestCase):
                 while not os.path.exists(sys.argv[2]):
                     time.sleep(0.01)
             """))
+        # An interpreter under /tmp (a checkout there) stays visible: the
+        # directory it is in is mounted into the shared /tmp first.
+        keep = ""
+        parts = os.path.realpath(sys.executable).split("/")
+        if parts[1] == "tmp":
+            os.mkdir(os.path.join(shared, parts[2]))
+            keep = f'mount --rbind /tmp/{parts[2]} "$0/{parts[2]}" && '
         procs = []
         def start(name):
             proc = subprocess.Popen(
                 ["unshare", "--pid", "--fork", "--kill-child", "--mount",
                  "--mount-proc", "sh", "-c",
-                 'mount --bind "$0" /tmp && exec "$1" -X perf "$2" "$3" "$4"',
+                 keep + 'mount --rbind "$0" /tmp '
+                        '&& exec "$1" -X perf "$2" "$3" "$4"',
                  shared, sys.executable, script, name, stop],
                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                 env=self.make_env())
