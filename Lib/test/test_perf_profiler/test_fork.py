@@ -703,6 +703,9 @@ class TestFork(PerfTestCase):
         # nothing; each backend's files stay the parent's alone.
         for backend in ("perf", "perf_jit"):
             with self.subTest(backend=backend):
+                # Files of earlier processes whose PIDs the children got
+                # are not theirs.
+                before = set(os.listdir("/tmp"))
                 pid, rc, out, err, script = self.run_script("""
                     import json, os, subprocess, sys
                     def work():
@@ -728,10 +731,10 @@ class TestFork(PerfTestCase):
                     self.forget_files(child)
                 # (The exec'd programs are interpreters run without the
                 # support: they write no file of their own.)
-                left = [path for child in children
-                        for path in (f"/tmp/perf-{child}.map",
-                                     f"/tmp/jit-{child}.dump")
-                        if os.path.exists(path)]
+                left = [name for child in children
+                        for name in (f"perf-{child}.map", f"jit-{child}.dump")
+                        if name not in before
+                        and os.path.exists(os.path.join("/tmp", name))]
                 self.assertEqual(left, [])
 
     def test_child_running_its_inherited_frame(self):
