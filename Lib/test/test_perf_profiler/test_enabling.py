@@ -162,16 +162,20 @@ class TestEnabling(PerfTestCase):
         text = self.assert_map_file(pid)
         self.assertTrue(text.startswith(out))
 
-    def test_host_lines_written_before_python_started(self):
-        # An embedding program's JIT compiler appended lines to the map and
-        # closed it before Py_Initialize(): the line of code mapped in the
-        # process is kept, the one of code that is not is dropped.
+    def run_testembed(self, test):
+        """Run a test of Programs/_testembed as test_embed does: from the
+        build directory."""
         builddir = os.path.dirname(sys.executable)
         exe = os.path.join(builddir, "Programs", "_testembed")
         if not os.path.exists(exe):
             self.skipTest(f"{exe} does not exist")
-        pid, rc, out, err = self.run_python(
-            "test_perf_map_host_lines", executable=exe, cwd=builddir)
+        return self.run_python(test, executable=exe, cwd=builddir)
+
+    def test_host_lines_written_before_python_started(self):
+        # An embedding program's JIT compiler appended lines to the map and
+        # closed it before Py_Initialize(): the line of code mapped in the
+        # process is kept, the one of code that is not is dropped.
+        pid, rc, out, err = self.run_testembed("test_perf_map_host_lines")
         self.assertEqual(out.split(), [str(pid)])
         names = [name for _, _, name in parse_map(self.read_map(pid))]
         self.assertEqual(names.count("host_jit_live"), 1, names)
@@ -213,13 +217,7 @@ class TestEnabling(PerfTestCase):
         # An embedding application that finalizes, unsets
         # PYTHONPERFSUPPORT and initializes again gets an interpreter
         # without trampolines.
-        # As test_embed runs it: from the build directory.
-        builddir = os.path.dirname(sys.executable)
-        exe = os.path.join(builddir, "Programs", "_testembed")
-        if not os.path.exists(exe):
-            self.skipTest(f"{exe} does not exist")
-        pid, rc, out, err = self.run_python(
-            "test_perf_trampoline_reinit", executable=exe, cwd=builddir)
+        pid, rc, out, err = self.run_testembed("test_perf_trampoline_reinit")
         lines = out.split()
         self.assertEqual(lines[1::2], ["True", "False"], out)
         self.assertEqual(lines[0], lines[2])
