@@ -33,7 +33,6 @@
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
-#include <dirent.h>               // opendir()
 #include <fcntl.h>                // open()
 #include <pthread.h>              // pthread_mutex_t
 #include <sys/stat.h>             // fstat()
@@ -185,79 +184,6 @@ size_t _PyPerfFile_breaker_checks = 0;
 static __thread int import_depth = 0;
 
 
-static int
-open_checked(const char *path, int access_mode, int *fd_out,
-             struct stat *st_out, const char **reason)
-{
-    /* O_NOFOLLOW: never write through a symbolic link an attacker planted
-       in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the
-       interpreter.  The file is private to the user (0600). */
-    int fd = open(path,
-                  access_mode | O_CREAT | O_NOFOLLOW | O_CLOEXEC
-                  | O_NONBLOCK,
-                  0600);
-    if (fd < 0) {
-        int err = errno;
-        *reason = (err == ELOOP) ? "the path is a symbolic link"
-                                 : strerror(err);
-        errno = err;
-        return -1;
-    }
-    struct stat st;
-    if (fstat(fd, &st) < 0) {
-        int err = errno;
-        *reason = strerror(err);
-        close(fd);
-        errno = err;
-        return -1;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        close(fd);
-        *reason = "the path is not a regular file";
-        errno = EINVAL;
-        return -1;
-    }
-    if (st.st_uid != geteuid()) {
-        close(fd);
-        *reason = "the file belongs to another user";
-        errno = EPERM;
-        return -1;
-    }
-    if (st_out != NULL) {
-        *st_out = st;
-    }
-    *fd_out = fd;
-    return 0;
-}
-
-/* Append buf to fd.  On failure (a full disk, a file size limit), cut off
-   what was written of it, so the file never ends with a partial record. */
-static int
-write_all(int fd, const void *buf, size_t size)
-{
-    size_t done = 0;
-    while (done < size) {
-        ssize_t n = write(fd, (const char *)buf + done, size - done);
-        if (n < 0) {
-            if (errno == EINTR) {
-                continue;
-            }
-            int err = errno;
-            if (done > 0) {
-                /* With O_APPEND the offset is the end of what we wrote. */
-                off_t end = lseek(fd, 0, SEEK_CUR);
-                if (end >= (off_t)done) {
-                    (void)ftruncate(fd, end - (off_t)done);
-                }
-            }
-            errno = err;
-            return -1;
-        }
-        done += (size_t)n;
-    }
-    return 0;
-}
-
 /* Write f's header to fd if the file is empty: it was removed since it
    was started, and a new one was just created. */
 static int
@@ -266,7 +192,7 @@ restore_header(description_file *f, int fd, const struct stat *st)
     if (st->st_size != 0 || f->header_size == 0) {
         return 0;
     }
-    if (write_all(fd, f->header, f->header_size) < 0) {
+    if (_PyPerfFileIO_WriteAll(fd, f->header, f->header_size) < 0) {
         return -1;
     }
     f->size = (off_t)f->header_size;
@@ -366,7 +292,9 @@ write_now(description_file *f, const void *buf, size_t size)
     int fd;
     struct stat st;
     const char *reason;
-    if (open_checked(f->path, O_WRONLY | O_APPEND, &fd, &st, &reason) < 0) {
+    if (_PyPerfFileIO_OpenChecked(f->path, O_WRONLY | O_APPEND, &fd, &st,
+                                  &reason) < 0)
+    {
         return -1;
     }
     if (st.st_dev != f->dev || st.st_ino != f->ino) {
@@ -386,7 +314,7 @@ write_now(description_file *f, const void *buf, size_t size)
     }
     int res = restore_header(f, fd, &st);
     if (res == 0) {
-        res = write_all(fd, buf, size);
+        res = _PyPerfFileIO_WriteAll(fd, buf, size);
     }
     int err = errno;
     close(fd);
@@ -483,159 +411,6 @@ is_open(description_file *f)
 
 /* Opening and closing ******************************************************/
 
-/* Whether a descriptor of this process other than fd refers to the file
-   st describes: someone in the process (a JIT compiler of the program
-   that embeds Python, say) writes it. */
-static int
-open_elsewhere(int fd, const struct stat *st)
-{
-    DIR *dir = opendir("/proc/self/fd");
-    if (dir == NULL) {
-        return 0;
-    }
-    int found = 0;
-    struct dirent *entry;
-    while (!found && (entry = readdir(dir)) != NULL) {
-        char *end;
-        long n = strtol(entry->d_name, &end, 10);
-        struct stat other;
-        if (end != entry->d_name && *end == '\0' && n != fd
-            && n != dirfd(dir) && fstat((int)n, &other) == 0)
-        {
-            found = (other.st_dev == st->st_dev
-                     && other.st_ino == st->st_ino);
-        }
-    }
-    closedir(dir);
-    return found;
-}
-
-/* The most of a stale map that is read to keep its live lines. */
-#define KEEP_MAX (16 * 1024 * 1024)
-
-/* All of fd, up to limit bytes, NUL-terminated, in memory of the C
-   library's (the caller frees it; see hold() for why not Python's); NULL
-   if it cannot be read or is longer. */
-static char *
-read_all(int fd, size_t limit, size_t *len)
-{
-    size_t cap = 64 * 1024;
-    size_t n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf != NULL) {
-        if (n == cap) {
-            char *bigger = cap < limit ? realloc(buf, 2 * cap + 1) : NULL;
-            if (bigger == NULL) {
-                break;
-            }
-            buf = bigger;
-            cap *= 2;
-        }
-        ssize_t r = read(fd, buf + n, cap - n);
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r <= 0) {
-            if (r < 0) {
-                break;
-            }
-            buf[n] = '\0';
-            *len = n;
-            return buf;
-        }
-        n += (size_t)r;
-    }
-    free(buf);
-    return NULL;
-}
-
-/* Whether [start, start + size) lies in an executable mapping of anonymous
-   memory listed in maps (the text of /proc/self/maps): the code of a JIT
-   compiler of this process, which perf names from the map. */
-static int
-in_anonymous_code(const char *maps, uintptr_t start, uintptr_t size)
-{
-    for (const char *line = maps; *line != '\0';) {
-        const char *eol = strchr(line, '\n');
-        size_t n = eol != NULL ? (size_t)(eol - line) : strlen(line);
-        /* "lo-hi perms offset dev inode [name]": anonymous memory has
-           inode 0 and no name (or an "[anon:...]" one). */
-        char text[256];
-        PyOS_snprintf(text, sizeof(text), "%.*s", (int)Py_MIN(n, 255), line);
-        unsigned long long lo, hi, inode;
-        char perms[5] = "", name[8] = "";
-        if (sscanf(text, "%llx-%llx %4s %*s %*s %llu %7s",
-                   &lo, &hi, perms, &inode, name) >= 4
-            && perms[2] == 'x' && inode == 0
-            && (name[0] == '\0' || strncmp(name, "[anon:", 6) == 0)
-            && lo <= start && start < hi && size <= hi - start)
-        {
-            return 1;
-        }
-        if (eol == NULL) {
-            break;
-        }
-        line = eol + 1;
-    }
-    return 0;
-}
-
-/* Empty the stale map open at fd (for appending) but for its lines that
-   name code mapped here: those a JIT compiler of the program that embeds
-   Python wrote before Python started, closing the file after each (as
-   several do).  The code that a previous process image described is not
-   mapped in this one. */
-static void
-keep_live_lines(int fd, const char *path, const struct stat *st)
-{
-    size_t len = 0, maps_len = 0;
-    char *data = NULL, *maps = NULL;
-    int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-    struct stat rst;
-    if (rfd >= 0) {
-        if (fstat(rfd, &rst) == 0 && rst.st_dev == st->st_dev
-            && rst.st_ino == st->st_ino)
-        {
-            data = read_all(rfd, KEEP_MAX, &len);
-        }
-        close(rfd);
-    }
-    int mfd = data != NULL ? open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
-                           : -1;
-    if (mfd >= 0) {
-        maps = read_all(mfd, KEEP_MAX, &maps_len);
-        close(mfd);
-    }
-    (void)ftruncate(fd, 0);
-    if (data != NULL && maps != NULL) {
-        /* The lines kept are moved to the front, whole: "ADDR SIZE NAME". */
-        size_t out = 0;
-        for (size_t pos = 0; pos < len;) {
-            char *eol = memchr(data + pos, '\n', len - pos);
-            if (eol == NULL) {
-                break;          /* a last line being written: not kept */
-            }
-            size_t line_len = (size_t)(eol - (data + pos)) + 1;
-            char *p;
-            uintptr_t addr = (uintptr_t)strtoull(data + pos, &p, 16);
-            uintptr_t size = 0;
-            if (*p == ' ') {
-                size = (uintptr_t)strtoull(p + 1, &p, 16);
-            }
-            if (size > 0 && *p == ' ' && in_anonymous_code(maps, addr, size)) {
-                memmove(data + out, data + pos, line_len);
-                out += line_len;
-            }
-            pos += line_len;
-        }
-        if (out > 0) {
-            (void)write_all(fd, data, out);
-        }
-    }
-    free(data);
-    free(maps);
-}
-
 static int
 open_pending(int kind, const char *path, int access_mode, int *fd,
              const char **reason)
@@ -647,7 +422,9 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
     PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
     f->size = 0;
     f->header_size = 0;
-    if (open_checked(path, access_mode | O_APPEND, fd, &st, reason) < 0) {
+    if (_PyPerfFileIO_OpenChecked(path, access_mode | O_APPEND, fd, &st,
+                                  reason) < 0)
+    {
         return -1;
     }
     f->dev = st.st_dev;
@@ -663,7 +440,8 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
                 && current->dev == st.st_dev && current->ino == st.st_ino);
     f->lock_fd_plus1 = 0;
     if (!ours) {
-        int elsewhere = st.st_size > 0 && open_elsewhere(*fd, &st);
+        int elsewhere = (st.st_size > 0
+                         && _PyPerfFileIO_OpenElsewhere(*fd, &st));
         if (take_lock(f, *fd) < 0) {
             int err = errno;
             *reason = (err == EBUSY
@@ -677,7 +455,7 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
         }
         if (st.st_size > 0 && !elsewhere) {
             if (kind == _PyPerfFile_MAP) {
-                keep_live_lines(*fd, path, &st);
+                _PyPerfFileIO_KeepLiveLines(*fd, path, &st);
             }
             else {
                 (void)ftruncate(*fd, 0);
@@ -732,7 +510,9 @@ _PyPerfFile_Restart(int kind, int fd, const void *header, size_t size)
     description_file *f = &files.pending[kind];
     assert(size <= sizeof(f->header));
     int res = -1;
-    if (ftruncate(fd, 0) == 0 && write_all(fd, header, size) == 0) {
+    if (ftruncate(fd, 0) == 0
+        && _PyPerfFileIO_WriteAll(fd, header, size) == 0)
+    {
         memcpy(f->header, header, size);
         f->header_size = size;
         f->size = (off_t)size;

@@ -11,11 +11,12 @@ extern "C" {
 /* What the files of the perf trampoline feature share with each other.
    The rest of the interpreter uses pycore_perf_trampoline.h.
 
-     Python/perf_trampoline.c         arenas, routing of frames, activation,
-                                      configuration, fork, the C stack limit
+     Python/perf_trampoline.c         the core: frames through trampolines
+                                      (pycore_perf_core.h lists its files)
      Python/perf_map.c                the "perf" backend: /tmp/perf-PID.map
      Python/perf_jit_trampoline.c     the "perf_jit" backend: a jitdump
      Python/perf_description_file.c   the rules both backends' files follow
+     Python/perf_file_io.c            the system calls those rules make
      Python/perf_unwind.c             DWARF unwind information (.eh_frame)
                                       for the template
      Python/perf_debugger.c           what debuggers (the GDB JIT
@@ -86,17 +87,17 @@ typedef struct {
 extern const _PyPerfBackend _PyPerfMap_Backend;
 extern const _PyPerfBackend _PyPerfJit_Backend;
 
-/* The name of co's trampoline, "py::QUALNAME:FILENAME" in UTF-8 with
-   control characters replaced, written to buf if it has room for it
-   (size bytes), not NUL-terminated; *qualname_end is set to the index of
-   the ':' after QUALNAME.  Return its length: if that is more than size,
+/* The name of co's trampoline (Python/perf_symbols.c),
+   "py::QUALNAME:FILENAME" in UTF-8 with control characters replaced,
+   written to buf if it has room for it (size bytes), not NUL-terminated;
+   *qualname_end is set to the index of the ':' after QUALNAME.  Return its length: if that is more than size,
    call again with a buffer that large.  Never raises. */
 extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
                                              size_t size,
                                              size_t *qualname_end);
 
 
-/* Memory for trampolines and debugger images (Python/perf_trampoline.c).
+/* Memory for trampolines and debugger images (Python/perf_arena.c).
    Blocks are carved one after the other out of large reservations, so
    that the kernel merges the mappings of neighbours with the same
    protection: the number of mappings grows with the megabytes used, not
@@ -235,6 +236,24 @@ extern void _PyPerfFile_AfterFork(void);
 extern int _PyPerfFile_WriteInherited(int kind);
 extern size_t _PyPerfFile_WrittenBytes(void);
 extern size_t _PyPerfFile_Writes(void);
+
+
+/* System calls on description files (Python/perf_file_io.c).
+   OpenChecked: open path in /tmp safely (a regular file of our own user,
+   never through a symbolic link, created 0600), with its stat in *st_out
+   if that is not NULL; -1 with errno and *reason set if that cannot be.
+   WriteAll: append buf to fd whole, or cut off what was written of it
+   (-1 with errno set).  OpenElsewhere: whether a descriptor of this
+   process other than fd refers to the file st describes.  KeepLiveLines:
+   empty the stale map at fd but for its lines that name code mapped in
+   this process. */
+extern int _PyPerfFileIO_OpenChecked(const char *path, int access_mode,
+                                     int *fd_out, struct stat *st_out,
+                                     const char **reason);
+extern int _PyPerfFileIO_WriteAll(int fd, const void *buf, size_t size);
+extern int _PyPerfFileIO_OpenElsewhere(int fd, const struct stat *st);
+extern void _PyPerfFileIO_KeepLiveLines(int fd, const char *path,
+                                        const struct stat *st);
 
 
 /* Binary records (jitdump, DWARF) ******************************************/
