@@ -37,6 +37,7 @@
 # source instead of Debian's source package (3.11.2) or python.org's
 # download (the others); it is checked against the same sha256.
 
+# The scripts: Tools/perf/, one folder per concern (its README.rst maps them).
 TOOLS = Tools/perf
 export PY_VERSION RELEASES_BUNDLE PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI
@@ -51,64 +52,64 @@ deps:
 	@$(TOOLS)/deps.sh
 
 build: deps
-	@$(TOOLS)/build.sh
+	@$(TOOLS)/source/build.sh
 
 demo: build
 	@$(TOOLS)/deps.sh --flamegraph
-	@$(TOOLS)/demo.sh
+	@$(TOOLS)/demo/demo.sh
 
 test: build
 	@$(TOOLS)/deps.sh --test
-	@$(TOOLS)/test.sh
+	@$(TOOLS)/tests/test.sh
 
 patch: deps
-	@$(TOOLS)/export-patch.sh
+	@$(TOOLS)/source/export-patch.sh
 
 refresh:
-	@$(TOOLS)/refresh.sh
+	@$(TOOLS)/source/refresh.sh
 
 check-releases: deps
-	@$(TOOLS)/check-releases.sh
+	@$(TOOLS)/source/check-releases.sh
 
 test-full: build
-	@$(TOOLS)/test-full.sh
+	@$(TOOLS)/tests/test-full.sh
 
 abi-check: build
 	@$(TOOLS)/deps.sh --abi
-	@$(TOOLS)/abi-check.sh
+	@$(TOOLS)/abi/abi-check.sh
 
 test-asan: deps
-	@$(TOOLS)/test-asan.sh
+	@$(TOOLS)/tests/test-asan.sh
 
 test-load: build
 	@$(TOOLS)/deps.sh --test
-	@$(TOOLS)/test-load.sh
+	@$(TOOLS)/tests/test-load.sh
 
 test-cross: build
-	@$(TOOLS)/test-cross.sh
+	@$(TOOLS)/cross/test-cross.sh
 
 bench: build
-	@$(TOOLS)/bench.sh
+	@$(TOOLS)/bench/bench.sh
 
 deb-source: patch
 	@$(TOOLS)/deps.sh --deb
-	@$(TOOLS)/deb.sh --source
+	@$(TOOLS)/debian/deb.sh --source
 
 deb: patch
 	@$(TOOLS)/deps.sh --deb
-	@$(TOOLS)/deb.sh
+	@$(TOOLS)/debian/deb.sh
 
 deb-check:
 	@$(TOOLS)/deps.sh --deb-check
-	@$(TOOLS)/deb-check.sh
+	@$(TOOLS)/debian/deb-check.sh
 
 apt-repo:
 	@$(TOOLS)/deps.sh --apt-repo
-	@$(TOOLS)/apt-repo.sh
+	@$(TOOLS)/debian/apt-repo.sh
 
 apt-repo-check:
 	@$(TOOLS)/deps.sh --deb-check
-	@$(TOOLS)/apt-repo-check.sh
+	@$(TOOLS)/debian/apt-repo-check.sh
 
 # Keep the downloads and the pristine trees; rebuild everything else (of
 # every release built, build/ and build/3.11.N/).

@@ -4,16 +4,16 @@ TOP=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 
 # The CPython release to patch: Debian 12's 3.11.2 by default, or any final
 # 3.11 release (PY_VERSION=3.11.N).  Its base is python.org's tarball,
-# checked against python.org's published sha256 (Tools/perf/releases.sha256);
+# checked against python.org's published sha256 (Tools/perf/source/releases.sha256);
 # for 3.11.2 it is Debian's orig tarball, which is byte-identical to it.
 DEFAULT_PY_VERSION=3.11.2
 PY_VERSION=${PY_VERSION:-$DEFAULT_PY_VERSION}
 [[ $PY_VERSION =~ ^3\.11\.(0|[1-9][0-9]*)$ ]] \
     || { echo "error: PY_VERSION=$PY_VERSION: give a CPython 3.11 release, such as 3.11.10" >&2; exit 1; }
 PY_MICRO=${PY_VERSION##*.}
-BASE_SHA256=$(awk -v f="Python-$PY_VERSION.tgz" '$2 == f { print $1 }' "$TOP/Tools/perf/releases.sha256")
+BASE_SHA256=$(awk -v f="Python-$PY_VERSION.tgz" '$2 == f { print $1 }' "$TOP/Tools/perf/source/releases.sha256")
 [ -n "$BASE_SHA256" ] \
-    || { echo "error: PY_VERSION=$PY_VERSION is not a release listed in Tools/perf/releases.sha256" >&2; exit 1; }
+    || { echo "error: PY_VERSION=$PY_VERSION is not a release listed in Tools/perf/source/releases.sha256" >&2; exit 1; }
 if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
     BASE_TARBALL_NAME=python3.11_${PY_VERSION}.orig.tar.gz
 else
@@ -21,7 +21,7 @@ else
 fi
 # The Debian revision whose patch stack "make patch" checks against; its
 # .dsc pins the packaging's tarballs.  "make deb" builds on the newest
-# revision the archive serves the source of (Tools/perf/deb-archive.sh).
+# revision the archive serves the source of (Tools/perf/debian/deb-archive.sh).
 DEBIAN_VERSION=3.11.2-6+deb12u8
 DEBIAN_DSC_SHA256=197fa19ab45f41c820f40f6d9ead671c2ea29ddc53ba9424b36f1bf58458a10e
 

@@ -1,4 +1,4 @@
-"""The checks "make deb-check" runs (Tools/perf/deb-check.sh).
+"""The checks "make deb-check" runs (Tools/perf/debian/deb-check.sh).
 
     python3 deb_checks.py inside     in the Debian root, with its python3
     python3 deb_checks.py workload   foo <- bar <- baz, for perf record -g

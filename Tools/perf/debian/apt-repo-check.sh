@@ -10,10 +10,10 @@
 #    Debian's packages with these, and python3.11 -X perf writes a map;
 #  - "apt-get upgrade" keeps them;
 #  - without the two files, "apt-get update" and the revert script that
-#    the repository publishes (Tools/perf/deb-revert.sh) bring Debian's
+#    the repository publishes (Tools/perf/debian/deb-revert.sh) bring Debian's
 #    packages back.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 require_default_version "make apt-repo-check"
 . "$(dirname "$0")/deb-root.sh"
 

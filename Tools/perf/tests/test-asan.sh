@@ -4,9 +4,9 @@
 # and the threading and fork tests.  Every process of the run writes its
 # sanitizer reports to build/asan/reports; there must be none.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
-"$TOP/Tools/perf/assemble.sh"
+"$TOP/Tools/perf/source/assemble.sh"
 ASAN=$BUILD/asan
 mkdir -p "$ASAN/obj"
 if [ ! -f "$ASAN/obj/config.status" ] || [ "$SRC/configure" -nt "$ASAN/obj/config.status" ]; then

@@ -12,7 +12,7 @@
 # is cross-built from Debian's source package so that ctypes exists, and
 # the modules that need other libraries are left out (listed below).
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 ARCH=${ARCH:-aarch64}
 XOBJ=$BUILD/cross-$ARCH

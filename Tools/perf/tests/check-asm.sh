@@ -3,7 +3,7 @@
 # supports, with and without the hardening options, and that it carries
 # the landing pads and GNU property notes those options need.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 S=$TOP/Python/asm_trampoline.S
 tmp=$(mktemp -d)

@@ -9,9 +9,9 @@
 # 2. Build an extension module against the pristine headers and use it
 #    from the patched interpreter with -X perf.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
-"$TOP/Tools/perf/assemble.sh"
+"$TOP/Tools/perf/source/assemble.sh"
 ABI=$BUILD/abi
 mkdir -p "$ABI"
 

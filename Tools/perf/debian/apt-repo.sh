@@ -8,7 +8,7 @@
 #   python3.11-perf.pref     the apt preferences: these packages are kept
 #                            over Debian's (Tools/perf/README.rst says why)
 #
-# and python3.11-perf-revert.sh (Tools/perf/deb-revert.sh), which brings
+# and python3.11-perf-revert.sh (Tools/perf/debian/deb-revert.sh), which brings
 # Debian's packages back once the two files are removed.
 #
 # APT_REPO_KEY=KEYID signs with that key of the caller's GnuPG keyring
@@ -18,7 +18,7 @@
 #
 # The indexes are made by Debian's apt-ftparchive.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 require_default_version "make apt-repo"
 
 DEB=$BUILD/deb
@@ -30,7 +30,7 @@ URI=${APT_REPO_URI:-file:$REPO}
 
 ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
 built=$(dpkg-deb -f "$(ls "$DEB"/python3.11_*.deb)" Version)
-"$TOP/Tools/perf/deb-archive.sh" --check "${built%+perf*}"
+"$TOP/Tools/perf/debian/deb-archive.sh" --check "${built%+perf*}"
 
 if [ -n "${APT_REPO_KEY:-}" ]; then
     key=$APT_REPO_KEY
@@ -101,7 +101,7 @@ Pin: release o=$ORIGIN
 Pin-Priority: 1001
 EOF
 # Going back to Debian's packages, published beside them.
-cp "$TOP/Tools/perf/deb-revert.sh" python3.11-perf-revert.sh
+cp "$TOP/Tools/perf/debian/deb-revert.sh" python3.11-perf-revert.sh
 if [ -z "${APT_REPO_KEY:-}" ]; then
     gpgconf --kill gpg-agent        # started for the key of build/apt-repo-key
 fi

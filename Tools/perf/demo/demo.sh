@@ -1,11 +1,11 @@
 #!/bin/bash
-# Profile Tools/perf/demo.py with perf and print where the time went, by
+# Profile Tools/perf/demo/demo.py with perf and print where the time went, by
 # Python function name.  BACKEND=perf (default) uses frame-pointer
 # unwinding and /tmp/perf-PID.map.  BACKEND=perf_jit profiles an
 # interpreter built without frame pointers (build/nofp-obj) with DWARF
 # unwinding, the jitdump and "perf inject --jit".
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 BACKEND=${BACKEND:-perf}
 PY=$BUILD/python
@@ -18,16 +18,16 @@ fi
 
 case "$BACKEND" in
 perf)
-    note "perf record -g $PY -X perf Tools/perf/demo.py"
+    note "perf record -g $PY -X perf Tools/perf/demo/demo.py"
     perf record -q -F 999 -g --call-graph=fp -e cpu-clock -o "$out/perf.data" \
-        "$PY" -X perf "$TOP/Tools/perf/demo.py"
+        "$PY" -X perf "$TOP/Tools/perf/demo/demo.py"
     ;;
 perf_jit)
-    "$TOP/Tools/perf/build-nofp.sh"
+    "$TOP/Tools/perf/source/build-nofp.sh"
     PY=$BUILD/nofp-obj/python
-    note "perf record -k 1 --call-graph dwarf $PY -X perf_jit Tools/perf/demo.py"
+    note "perf record -k 1 --call-graph dwarf $PY -X perf_jit Tools/perf/demo/demo.py"
     perf record -q -k 1 -F 499 -g --call-graph dwarf -e cpu-clock \
-        -o "$out/perf.raw.data" "$PY" -X perf_jit "$TOP/Tools/perf/demo.py"
+        -o "$out/perf.raw.data" "$PY" -X perf_jit "$TOP/Tools/perf/demo/demo.py"
     note "perf inject --jit"
     perf inject --jit -i "$out/perf.raw.data" -o "$out/perf.data"
     ;;
@@ -54,6 +54,6 @@ note "samples with Python functions in their call chain: $total"
 echo
 note "the same in one command: Tools/perf/pyprofile --backend $BACKEND -- python demo.py"
 "$TOP/Tools/perf/pyprofile" --backend "$BACKEND" -o "$out/flamegraph.html" \
-    -- "$PY" "$TOP/Tools/perf/demo.py" >"$out/pyprofile.log" \
+    -- "$PY" "$TOP/Tools/perf/demo/demo.py" >"$out/pyprofile.log" \
     || { cat "$out/pyprofile.log"; die "pyprofile failed"; }
 note "flame graph (Python functions in green): $out/flamegraph.html"

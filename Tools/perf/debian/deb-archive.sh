@@ -14,7 +14,7 @@
 # security updates would otherwise be given packages without its fixes.
 # Warnings go to stderr; neither mode fails because the archive is ahead.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 # Debian's revisions of python3.11 3.11.2 in apt's "Sources" (or
 # "Packages") indexes, newest first; our own +perf builds left out.
@@ -42,7 +42,7 @@ warn_if_ahead() {
 
 case "${1:-}" in
     --base)
-        "$TOP/Tools/perf/fetch.sh" --debian >&2   # the deb-src entry, the tarball
+        "$TOP/Tools/perf/source/fetch.sh" --debian >&2   # the deb-src entry, the tarball
         mkdir -p "$DOWNLOADS"
         base=""
         for version in $(revisions Sources); do

@@ -10,9 +10,9 @@
 #    3.11 headers, import and run unchanged with -X perf, and some of
 #    numpy's own tests pass;
 #  - python3.11-dbg and its gdb helpers (py-bt) still work;
-#  - Tools/perf/deb-revert.sh brings Debian's own packages back.
+#  - Tools/perf/debian/deb-revert.sh brings Debian's own packages back.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 require_default_version "make deb-check"
 . "$(dirname "$0")/deb-root.sh"
 
@@ -51,7 +51,7 @@ in_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
 in_root dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' \
     'python3.11*' 'libpython3.11*' | awk '$1 == "ii" { print "   ", $2, $3 }'
 
-cp "$TOP/Tools/perf/deb_checks.py" "$ROOT/tmp/deb_checks.py"
+cp "$TOP/Tools/perf/debian/deb_checks.py" "$ROOT/tmp/deb_checks.py"
 note "checking inside the root"
 in_root python3 /tmp/deb_checks.py inside
 
@@ -68,11 +68,11 @@ for map in "$ROOT"/tmp/perf-*.map; do
     cp "$map" /tmp/ && copied="$copied /tmp/$(basename "$map")"
 done
 [ -n "$copied" ] || die "python3 -X perf wrote no perf map"
-perf script -i "$perf_data" -F comm,ip,sym 2>>"$LOG" | python3 "$TOP/Tools/perf/deb_checks.py" chains
+perf script -i "$perf_data" -F comm,ip,sym 2>>"$LOG" | python3 "$TOP/Tools/perf/debian/deb_checks.py" chains
 rm -f $copied "$perf_data" "$perf_data.old"
 
-note "going back to Debian's packages (Tools/perf/deb-revert.sh)"
-cp "$TOP/Tools/perf/deb-revert.sh" "$ROOT/tmp/"
+note "going back to Debian's packages (Tools/perf/debian/deb-revert.sh)"
+cp "$TOP/Tools/perf/debian/deb-revert.sh" "$ROOT/tmp/"
 in_root sh /tmp/deb-revert.sh >>"$LOG" 2>&1 \
     || { tail -20 "$LOG" >&2; die "deb-revert.sh failed (log: $LOG)"; }
 if in_root dpkg-query -W -f '${Version}\n' | grep -q '+perf'; then

@@ -6,11 +6,11 @@
 # source after Debian's own patch stack (quilt push -a); then install it
 # the way README.rst tells pyenv users to.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
-"$TOP/Tools/perf/assemble.sh"
+"$TOP/Tools/perf/source/assemble.sh"
 if [ "$PY_VERSION" = "$DEFAULT_PY_VERSION" ]; then
-    "$TOP/Tools/perf/fetch.sh" --debian
+    "$TOP/Tools/perf/source/fetch.sh" --debian
 fi
 
 out=$COMBINED_PATCH

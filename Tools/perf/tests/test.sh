@@ -2,7 +2,7 @@
 # "make test": check the assembly template, then run our tests and the
 # CPython test modules this patch touches with the built interpreter.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 TESTS=${TESTS:-"test_perf_profiler test_sys test_embed test_cmd_line test_capi
 test_sysconfig test_posix test_threading test_gdb test_generators test_coroutines
@@ -10,11 +10,11 @@ test_sys_settrace test_sys_setprofile test_traceback test_exceptions
 test_multiprocessing_fork"}
 
 note "checking the trampoline template"
-"$TOP/Tools/perf/check-asm.sh"
-"$TOP/Tools/perf/check-unsupported.sh"
+"$TOP/Tools/perf/tests/check-asm.sh"
+"$TOP/Tools/perf/tests/check-unsupported.sh"
 
 # The perf_jit test profiles an interpreter without frame pointers.
-"$TOP/Tools/perf/build-nofp.sh"
+"$TOP/Tools/perf/source/build-nofp.sh"
 export PYTHON_NOFP_INTERPRETER=$BUILD/nofp-obj/python
 
 results=$BUILD/test-results.xml

@@ -4,7 +4,7 @@
 # explanatory header of an existing patch (the text before its first
 # "---" line) is kept; a new patch gets a placeholder to fill in.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 [ -d "$SRC" ] && [ -d "$PRISTINE" ] || die "no assembled tree: run make first"
 

@@ -9,7 +9,7 @@
 # point at an already downloaded Python-$PY_VERSION.tgz, for machines
 # without either; it is checked against the same hash.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 mkdir -p "$DOWNLOADS"
 tarball=$DOWNLOADS/$BASE_TARBALL_NAME

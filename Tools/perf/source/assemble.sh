@@ -6,9 +6,9 @@
 # Only files whose content changes are rewritten, so an incremental build
 # of the assembled tree rebuilds only what an edit actually touched.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
-"$TOP/Tools/perf/fetch.sh"
+"$TOP/Tools/perf/source/fetch.sh"
 
 if [ ! -f "$PRISTINE/Include/patchlevel.h" ]; then
     note "extracting pristine $PY_VERSION into $PRISTINE"

@@ -4,7 +4,7 @@
 # perf_jit test profiles with --call-graph dwarf.  Only the interpreter
 # itself is built.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 NOFP=$BUILD/nofp-obj
 mkdir -p "$NOFP"

@@ -12,7 +12,7 @@
 # installs the build dependencies and builds the binary packages with
 # dpkg-buildpackage.  Everything lands in build/deb/.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 require_default_version "make deb"
 
 mode=${1:---binary}
@@ -26,7 +26,7 @@ BUILD_OPTIONS="nocheck nobench parallel=$(nproc)"
 # The newest revision whose source the archive serves, so that the
 # packages carry Debian's latest fixes (it warns when the archive has a
 # newer binary revision whose source it does not serve).
-DEBIAN_BASE=$("$TOP/Tools/perf/deb-archive.sh" --base)
+DEBIAN_BASE=$("$TOP/Tools/perf/debian/deb-archive.sh" --base)
 PKG_VERSION=$DEBIAN_BASE+perf1
 SRCDIR=$DEB/python3.11-$PY_VERSION
 dsc=$DOWNLOADS/python3.11_$DEBIAN_BASE.dsc
@@ -88,4 +88,4 @@ DEB_BUILD_OPTIONS=$BUILD_OPTIONS dpkg-buildpackage -B -us -uc >"$DEB/build.log" 
     || { tail -40 "$DEB/build.log" >&2; die "dpkg-buildpackage failed (log: $DEB/build.log)"; }
 note "built in $(( ($(date +%s) - start) / 60 )) minutes:"
 ls "$DEB"/*.deb | sed 's|^|    |'
-"$TOP/Tools/perf/deb-archive.sh" --check "$DEBIAN_BASE"
+"$TOP/Tools/perf/debian/deb-archive.sh" --check "$DEBIAN_BASE"

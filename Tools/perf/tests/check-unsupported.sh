@@ -3,7 +3,7 @@
 # platform without support (PY_HAVE_PERF_TRAMPOLINE undefined), with
 # -Werror, so the fallback code paths keep building.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 [ -f "$OBJ/pyconfig.h" ] || die "build first (make)"
 tmp=$(mktemp -d)

@@ -2,9 +2,9 @@
 # Configure (once) and build the assembled tree out of tree in build/obj,
 # with frame pointers; the interpreter is then build/python.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
-"$TOP/Tools/perf/assemble.sh"
+"$TOP/Tools/perf/source/assemble.sh"
 
 mkdir -p "$OBJ"
 if [ ! -f "$OBJ/Makefile" ] || [ ! -f "$OBJ/config.status" ] \

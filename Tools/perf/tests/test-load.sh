@@ -4,7 +4,7 @@
 # running CPython's test_gdb scenario: a Python program under a debugger)
 # run beside them.  Debuggers must name every frame whatever the load.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 rounds=${ROUNDS:-20}
 pids=()

@@ -10,7 +10,7 @@
 # ../shared/cpython/cpython-3.11-releases.bundle); its commits' trees are
 # the release tarballs' contents.
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 bundle=${RELEASES_BUNDLE:-$TOP/../shared/cpython/cpython-3.11-releases.bundle}
 [ -f "$bundle" ] || die "no bundle of release trees at $bundle (set RELEASES_BUNDLE)"

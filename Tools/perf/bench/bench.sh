@@ -5,7 +5,7 @@
 # BENCH_JSON=file; METRIC=instructions counts instructions with callgrind
 # instead of timing (one round is enough: the counts are stable).
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 POBJ=$BUILD/pristine-obj
 mkdir -p "$POBJ"

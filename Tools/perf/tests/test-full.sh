@@ -7,7 +7,7 @@
 #
 # TEST_FULL_MODES selects the runs ("plain perf" by default).
 set -euo pipefail
-. "$(dirname "$0")/config.sh"
+. "$(dirname "$0")/../config.sh"
 
 MODES=${TEST_FULL_MODES:-plain perf}
 args=()
@@ -17,7 +17,7 @@ while read -r kind what _; do
         ignore) args+=(-i "$what") ;;
         exclude) excludes+=("$what") ;;
     esac
-done < <(grep -v '^#' "$TOP/Tools/perf/known-failures.txt" | grep -v '^\s*$')
+done < <(grep -v '^#' "$TOP/Tools/perf/tests/known-failures.txt" | grep -v '^\s*$')
 if [ ${#excludes[@]} -gt 0 ]; then
     args+=(-x "${excludes[@]}")
 fi
