@@ -15,10 +15,8 @@
 #  include <pthread.h>            // pthread_atfork()
 #endif
 
-/* Backends, in the order of their co_extra slots. */
+/* Backends, in the order of their co_extra slots (PERF_MAP_BACKEND, ...). */
 static const char *const backend_names[] = {"perf", "perf_jit"};
-#define PERF_MAP_BACKEND 0
-#define PERF_JIT_BACKEND 1
 
 /* The index of the backend called name, or -1. */
 static int
@@ -84,7 +82,7 @@ set_backend_of(PyInterpreterState *interp, int index)
     if (_PyPerfCore.n_interps == _PyPerfCore.interps_cap) {
         size_t cap = _PyPerfCore.interps_cap ? 2 * _PyPerfCore.interps_cap : 4;
         _PyPerfInterpBackend *mem = PyMem_RawRealloc(_PyPerfCore.interps,
-                                               cap * sizeof(*mem));
+                                                     cap * sizeof(*mem));
         if (mem == NULL) {
             return -1;
         }

@@ -23,11 +23,9 @@
 #include "pycore_perf_trampoline.h"
 
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-#  include <sys/mman.h>           // mmap()
-#  include <unistd.h>             // sysconf()
-#endif
 
-#ifdef PY_HAVE_PERF_TRAMPOLINE
+#include <sys/mman.h>             // mmap()
+#include <unistd.h>               // sysconf()
 
 /* Each arena at least TRAMPOLINE_ALIGN-aligned, so that no address of one
    trampoline lies within the range reported for another. */
@@ -39,7 +37,7 @@ _PyPerfArena_InitTemplate(void)
 {
     if (_PyPerfCore.template_size == 0) {
         _PyPerfCore.template_size = (size_t)(_Py_trampoline_func_end
-                                       - _Py_trampoline_func_start);
+                                             - _Py_trampoline_func_start);
     }
 }
 

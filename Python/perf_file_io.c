@@ -15,7 +15,7 @@
 
 int
 _PyPerfFileIO_OpenChecked(const char *path, int access_mode, int *fd_out,
-             struct stat *st_out, const char **reason)
+                          struct stat *st_out, const char **reason)
 {
     /* O_NOFOLLOW: never write through a symbolic link an attacker planted
        in /tmp.  O_NONBLOCK: a FIFO at the path must not hang the

@@ -28,7 +28,8 @@
    instructions keep their fast frame push, and only the final "continue
    in this C frame" becomes a C call.  That call is a new activation of the
    evaluator, 60-70 instructions per Python call on recursive fib(), where
-   the hook costs several times as much (see Tools/perf/bench/RESULTS.rst). */
+   the hook costs several times as much (see "Call instructions, not the
+   PEP 523 hook" in Tools/perf/bench/RESULTS.rst). */
 
 #include "Python.h"
 #include "pycore_ceval.h"         // _PyEval_EvalFrameDefault()

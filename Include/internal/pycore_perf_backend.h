@@ -90,8 +90,9 @@ extern const _PyPerfBackend _PyPerfJit_Backend;
 /* The name of co's trampoline (Python/perf_symbols.c),
    "py::QUALNAME:FILENAME" in UTF-8 with control characters replaced,
    written to buf if it has room for it (size bytes), not NUL-terminated;
-   *qualname_end is set to the index of the ':' after QUALNAME.  Return its length: if that is more than size,
-   call again with a buffer that large.  Never raises. */
+   *qualname_end is set to the index of the ':' after QUALNAME.  Return
+   its length: if that is more than size, call again with a buffer that
+   large.  Never raises. */
 extern size_t _PyPerfTrampoline_FormatSymbol(PyCodeObject *co, char *buf,
                                              size_t size,
                                              size_t *qualname_end);

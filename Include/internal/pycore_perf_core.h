@@ -32,15 +32,16 @@ extern "C" {
    perf_symbols.c and perf_arena.c, whose region allocator the debugger
    images use. */
 
+/* Backends, in the order of their co_extra slots (the names are in
+   Python/perf_activation.c). */
+#define PERF_MAP_BACKEND 0
+#define PERF_JIT_BACKEND 1
+
 #ifdef PY_HAVE_PERF_TRAMPOLINE
 
 #include "pycore_perf_backend.h"
 #include "pycore_perf_trampoline.h"   // _PyPerfTrampoline_CODE_EXTRA_SLOTS
 
-/* Backends, in the order of their co_extra slots (the names are in
-   Python/perf_activation.c). */
-#define PERF_MAP_BACKEND 0
-#define PERF_JIT_BACKEND 1
 #define N_BACKENDS _PyPerfTrampoline_CODE_EXTRA_SLOTS
 
 extern const _PyPerfBackend *const _PyPerf_backends[N_BACKENDS];
