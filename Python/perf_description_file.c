@@ -8,7 +8,8 @@
      file, or another writer, never sees a partial record.
    - No descriptor is written through that the program could see (or
      close, and reuse for a file of its own): each write opens the file.
-     The only one kept open is a lock's, in a container (see take_lock()).
+     The only one kept open is a lock's, in a container (see
+     _PyPerfFileIO_TakeLock() in Python/perf_file_io.c).
      Each record is written as soon as it is
      made, so that a profiler reading the file while the process runs finds
      it, except during start-up and imports (below).
@@ -93,11 +94,8 @@ typedef struct {
     size_t header_size;
     /* The process that opened it; 0 if none. */
     long pid;
-    /* A descriptor of it holding an open file description lock, plus 1
-       (0: none), and the file it was opened on: see take_lock(). */
-    int lock_fd_plus1;
-    dev_t lock_dev;
-    ino_t lock_ino;
+    /* The lock a live writer holds on it (see _PyPerfFileIO_TakeLock()). */
+    _PyPerfFileLock lock;
     /* Which file it was, to know it again (see open_pending()). */
     dev_t dev;
     ino_t ino;
@@ -199,86 +197,6 @@ restore_header(description_file *f, int fd, const struct stat *st)
     return 0;
 }
 
-/* The inode number of the initial PID namespace (PROC_PID_INIT_INO). */
-#define INITIAL_PID_NAMESPACE 0xEFFFFFFCU
-
-/* Whether this process is in a PID namespace other than the initial one:
-   only then can another live process have its PID, and so its files.
-   Asked once per process (a forked child may be in a new one). */
-static int pid_namespace = -1;
-
-static int
-in_pid_namespace(void)
-{
-    if (pid_namespace < 0) {
-        struct stat st;
-        pid_namespace = (stat("/proc/self/ns/pid", &st) < 0
-                         || st.st_ino != INITIAL_PID_NAMESPACE);
-    }
-    return pid_namespace;
-}
-
-/* A live writer in a PID namespace of its own (a container) holds a lock
-   on its file (F_OFD_SETLK, an open file description lock) through a
-   descriptor of its own, for as long as its process image runs, so that
-   another process never empties nor appends to a file that a live
-   process writes: two containers with PID namespaces of their own (both
-   main processes PID 1) may share /tmp (a Kubernetes pod's emptyDir).
-   The descriptor is the only one this keeps open, and only there (in the
-   initial PID namespace, where PIDs are unique, a program sees no extra
-   descriptor).  It is never written through, so a program that closes it
-   (as daemons close all they have) only drops the lock, and it is closed
-   only while it is still the file it was opened on.  Return 0 and set
-   f's lock; -1 with errno EBUSY if another process holds one.  Kernels
-   without these locks (before Linux 3.15) write unlocked. */
-static int
-take_lock(description_file *f, int fd)
-{
-    struct stat st;
-    f->lock_fd_plus1 = 0;
-    if (!in_pid_namespace()) {
-        return 0;
-    }
-    if (fstat(fd, &st) < 0) {
-        return -1;
-    }
-    int lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (lock_fd < 0) {
-        return -1;
-    }
-    struct flock fl;
-    memset(&fl, 0, sizeof(fl));
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    if (fcntl(lock_fd, F_OFD_SETLK, &fl) < 0) {
-        int err = errno;
-        close(lock_fd);
-        if (err == EINVAL) {
-            f->lock_fd_plus1 = 0;
-            return 0;
-        }
-        errno = (err == EAGAIN || err == EACCES) ? EBUSY : err;
-        return -1;
-    }
-    f->lock_fd_plus1 = lock_fd + 1;
-    f->lock_dev = st.st_dev;
-    f->lock_ino = st.st_ino;
-    return 0;
-}
-
-static void
-drop_lock(description_file *f)
-{
-    struct stat st;
-    if (f->lock_fd_plus1 > 0
-        && fstat(f->lock_fd_plus1 - 1, &st) == 0
-        && st.st_dev == f->lock_dev && st.st_ino == f->lock_ino)
-    {
-        close(f->lock_fd_plus1 - 1);
-    }
-    f->lock_fd_plus1 = 0;
-}
-
 /* Append buf to f, opened for this write only.  Held records reach
    here without a check of the process: this is where a forked child
    that was not told of the fork is kept out of its parent's file. */
@@ -300,9 +218,10 @@ write_now(description_file *f, const void *buf, size_t size)
     if (st.st_dev != f->dev || st.st_ino != f->ino) {
         /* Removed (by a cleanup job, say) and created again by this
            open(): this process's file from now on, what is in it too,
-           unless another live process writes it (see take_lock()). */
-        drop_lock(f);
-        if (take_lock(f, fd) < 0) {
+           unless another live process writes it (see
+           _PyPerfFileIO_TakeLock()). */
+        _PyPerfFileIO_DropLock(&f->lock);
+        if (_PyPerfFileIO_TakeLock(&f->lock, fd) < 0) {
             int err = errno;
             close(fd);
             errno = err;
@@ -418,7 +337,8 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
     description_file *f = &files.pending[kind];
     const description_file *current = &files.file[kind];
     struct stat st;
-    drop_lock(f);               /* of an opening that did not complete */
+    /* The lock of an opening that did not complete. */
+    _PyPerfFileIO_DropLock(&f->lock);
     PyOS_snprintf(f->path, sizeof(f->path), "%s", path);
     f->size = 0;
     f->header_size = 0;
@@ -438,11 +358,11 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
        image writes it only while they have it open. */
     int ours = (current->pid == (long)getpid()
                 && current->dev == st.st_dev && current->ino == st.st_ino);
-    f->lock_fd_plus1 = 0;
+    f->lock.fd_plus1 = 0;
     if (!ours) {
         int elsewhere = (st.st_size > 0
                          && _PyPerfFileIO_OpenElsewhere(*fd, &st));
-        if (take_lock(f, *fd) < 0) {
+        if (_PyPerfFileIO_TakeLock(&f->lock, *fd) < 0) {
             int err = errno;
             *reason = (err == EBUSY
                        ? "another running process writes it (one with the "
@@ -482,13 +402,11 @@ switch_to_pending(int kind)
     f->header_size = files.pending[kind].header_size;
     f->pid = (long)getpid();
     f->users = 1;
-    if (files.pending[kind].lock_fd_plus1 > 0) {
+    if (files.pending[kind].lock.fd_plus1 > 0) {
         /* Another file than the one locked before. */
-        drop_lock(f);
-        f->lock_fd_plus1 = files.pending[kind].lock_fd_plus1;
-        f->lock_dev = files.pending[kind].lock_dev;
-        f->lock_ino = files.pending[kind].lock_ino;
-        files.pending[kind].lock_fd_plus1 = 0;
+        _PyPerfFileIO_DropLock(&f->lock);
+        f->lock = files.pending[kind].lock;
+        files.pending[kind].lock.fd_plus1 = 0;
     }
 }
 
@@ -526,7 +444,7 @@ void
 _PyPerfFile_Cancel(int kind)
 {
     LOCK();
-    drop_lock(&files.pending[kind]);
+    _PyPerfFileIO_DropLock(&files.pending[kind].lock);
     UNLOCK();
 }
 
@@ -822,9 +740,9 @@ _PyPerfFile_AfterFork(void)
         f->lost = 0;
         /* The parent's locks stay the parent's (closing these copies
            leaves them held). */
-        drop_lock(f);
-        drop_lock(&files.pending[kind]);
-        pid_namespace = -1;
+        _PyPerfFileIO_DropLock(&f->lock);
+        _PyPerfFileIO_DropLock(&files.pending[kind].lock);
+        _PyPerfFileIO_AfterFork();
         free(files.inherited[kind]);
         files.inherited[kind] = free_at_fork ? f->held : NULL;
         files.inherited_len[kind] = free_at_fork ? f->held_len : 0;

@@ -1,7 +1,8 @@
-/* System calls on description files, which keep no state: opening a file
-   in /tmp safely, appending whole records, and telling what of a file
-   found with records in it is still live.  Python/perf_description_file.c
-   decides when each is done. */
+/* System calls on description files: opening a file in /tmp safely,
+   appending whole records, telling what of a file found with records in
+   it is still live, and the lock that a live writer in a container holds
+   on its file.  Python/perf_description_file.c decides when each is
+   done. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
@@ -117,8 +118,9 @@ _PyPerfFileIO_OpenElsewhere(int fd, const struct stat *st)
 #define KEEP_MAX (16 * 1024 * 1024)
 
 /* All of fd, up to limit bytes, NUL-terminated, in memory of the C
-   library's (the caller frees it; see hold() for why not Python's); NULL
-   if it cannot be read or is longer. */
+   library's (the caller frees it; see hold() in
+   Python/perf_description_file.c for why not Python's); NULL if it cannot
+   be read or is longer. */
 static char *
 read_all(int fd, size_t limit, size_t *len)
 {
@@ -152,33 +154,71 @@ read_all(int fd, size_t limit, size_t *len)
     return NULL;
 }
 
-/* Whether [start, start + size) lies in an executable mapping of anonymous
-   memory listed in maps (the text of /proc/self/maps): the code of a JIT
-   compiler of this process, which perf names from the map. */
-static int
-in_anonymous_code(const char *maps, uintptr_t start, uintptr_t size)
+/* An executable mapping of anonymous memory: the code of a JIT compiler
+   of this process, which perf names from the map. */
+typedef struct {
+    uintptr_t lo;
+    uintptr_t hi;
+} code_range;
+
+/* The executable mappings of anonymous memory listed in maps (the text
+   of /proc/self/maps), in memory of the C library's (the caller frees
+   it); *n is set to their number.  NULL if there are none or no memory:
+   nothing of a stale map is kept then. */
+static code_range *
+anonymous_code(const char *maps, size_t *n)
 {
+    code_range *ranges = NULL;
+    size_t cap = 0;
+    *n = 0;
     for (const char *line = maps; *line != '\0';) {
         const char *eol = strchr(line, '\n');
-        size_t n = eol != NULL ? (size_t)(eol - line) : strlen(line);
+        size_t len = eol != NULL ? (size_t)(eol - line) : strlen(line);
         /* "lo-hi perms offset dev inode [name]": anonymous memory has
            inode 0 and no name (or an "[anon:...]" one). */
         char text[256];
-        PyOS_snprintf(text, sizeof(text), "%.*s", (int)Py_MIN(n, 255), line);
+        PyOS_snprintf(text, sizeof(text), "%.*s", (int)Py_MIN(len, 255),
+                      line);
         unsigned long long lo, hi, inode;
         char perms[5] = "", name[8] = "";
         if (sscanf(text, "%llx-%llx %4s %*s %*s %llu %7s",
                    &lo, &hi, perms, &inode, name) >= 4
             && perms[2] == 'x' && inode == 0
-            && (name[0] == '\0' || strncmp(name, "[anon:", 6) == 0)
-            && lo <= start && start < hi && size <= hi - start)
+            && (name[0] == '\0' || strncmp(name, "[anon:", 6) == 0))
         {
-            return 1;
+            if (*n == cap) {
+                cap = cap ? 2 * cap : 8;
+                code_range *more = realloc(ranges, cap * sizeof(*more));
+                if (more == NULL) {
+                    free(ranges);
+                    *n = 0;
+                    return NULL;
+                }
+                ranges = more;
+            }
+            ranges[*n].lo = (uintptr_t)lo;
+            ranges[*n].hi = (uintptr_t)hi;
+            (*n)++;
         }
         if (eol == NULL) {
             break;
         }
         line = eol + 1;
+    }
+    return ranges;
+}
+
+/* Whether [start, start + size) lies in one of the n ranges. */
+static int
+in_ranges(const code_range *ranges, size_t n, uintptr_t start,
+          uintptr_t size)
+{
+    for (size_t i = 0; i < n; i++) {
+        if (ranges[i].lo <= start && start < ranges[i].hi
+            && size <= ranges[i].hi - start)
+        {
+            return 1;
+        }
     }
     return 0;
 }
@@ -187,13 +227,28 @@ in_anonymous_code(const char *maps, uintptr_t start, uintptr_t size)
    name code mapped here: those a JIT compiler of the program that embeds
    Python wrote before Python started, closing the file after each (as
    several do).  The code that a previous process image described is not
-   mapped in this one. */
+   mapped in this one.  The process's mappings are read first: most
+   processes have no anonymous code, and then the stale map is not read
+   at all (a stale map of 40,000 lines once made start-up take half a
+   second, when each line was looked up in the text of the mappings). */
 void
 _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
 {
-    size_t len = 0, maps_len = 0;
+    size_t len = 0, maps_len = 0, n_ranges = 0;
     char *data = NULL, *maps = NULL;
-    int rfd = open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    code_range *ranges = NULL;
+    int mfd = open("/proc/self/maps", O_RDONLY | O_CLOEXEC);
+    if (mfd >= 0) {
+        maps = read_all(mfd, KEEP_MAX, &maps_len);
+        close(mfd);
+    }
+    if (maps != NULL) {
+        ranges = anonymous_code(maps, &n_ranges);
+        free(maps);
+    }
+    int rfd = ranges != NULL ? open(path, O_RDONLY | O_NOFOLLOW | O_CLOEXEC
+                                          | O_NONBLOCK)
+                             : -1;
     struct stat rst;
     if (rfd >= 0) {
         if (fstat(rfd, &rst) == 0 && rst.st_dev == st->st_dev
@@ -203,14 +258,8 @@ _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
         }
         close(rfd);
     }
-    int mfd = data != NULL ? open("/proc/self/maps", O_RDONLY | O_CLOEXEC)
-                           : -1;
-    if (mfd >= 0) {
-        maps = read_all(mfd, KEEP_MAX, &maps_len);
-        close(mfd);
-    }
     (void)ftruncate(fd, 0);
-    if (data != NULL && maps != NULL) {
+    if (data != NULL) {
         /* The lines kept are moved to the front, whole: "ADDR SIZE NAME". */
         size_t out = 0;
         for (size_t pos = 0; pos < len;) {
@@ -225,7 +274,9 @@ _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
             if (*p == ' ') {
                 size = (uintptr_t)strtoull(p + 1, &p, 16);
             }
-            if (size > 0 && *p == ' ' && in_anonymous_code(maps, addr, size)) {
+            if (size > 0 && *p == ' '
+                && in_ranges(ranges, n_ranges, addr, size))
+            {
                 memmove(data + out, data + pos, line_len);
                 out += line_len;
             }
@@ -236,7 +287,94 @@ _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
         }
     }
     free(data);
-    free(maps);
+    free(ranges);
+}
+
+/* The inode number of the initial PID namespace (PROC_PID_INIT_INO). */
+#define INITIAL_PID_NAMESPACE 0xEFFFFFFCU
+
+/* Whether this process is in a PID namespace other than the initial one:
+   only then can another live process have its PID, and so its files.
+   Asked once per process (a forked child may be in a new one). */
+static int pid_namespace = -1;
+
+static int
+in_pid_namespace(void)
+{
+    if (pid_namespace < 0) {
+        struct stat st;
+        pid_namespace = (stat("/proc/self/ns/pid", &st) < 0
+                         || st.st_ino != INITIAL_PID_NAMESPACE);
+    }
+    return pid_namespace;
+}
+
+/* A live writer in a PID namespace of its own (a container) holds a lock
+   on its file (F_OFD_SETLK, an open file description lock) through a
+   descriptor of its own, for as long as its process image runs, so that
+   another process never empties nor appends to a file that a live
+   process writes: two containers with PID namespaces of their own (both
+   main processes PID 1) may share /tmp (a Kubernetes pod's emptyDir).
+   The descriptor is the only one this keeps open, and only there (in the
+   initial PID namespace, where PIDs are unique, a program sees no extra
+   descriptor).  It is never written through, so a program that closes it
+   (as daemons close all they have) only drops the lock, and it is closed
+   only while it is still the file it was opened on.  Return 0 and set
+   *lock; -1 with errno EBUSY if another process holds one.  Kernels
+   without these locks (before Linux 3.15) write unlocked. */
+int
+_PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd)
+{
+    struct stat st;
+    lock->fd_plus1 = 0;
+    if (!in_pid_namespace()) {
+        return 0;
+    }
+    if (fstat(fd, &st) < 0) {
+        return -1;
+    }
+    int lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
+    if (lock_fd < 0) {
+        return -1;
+    }
+    struct flock fl;
+    memset(&fl, 0, sizeof(fl));
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    if (fcntl(lock_fd, F_OFD_SETLK, &fl) < 0) {
+        int err = errno;
+        close(lock_fd);
+        if (err == EINVAL) {
+            lock->fd_plus1 = 0;
+            return 0;
+        }
+        errno = (err == EAGAIN || err == EACCES) ? EBUSY : err;
+        return -1;
+    }
+    lock->fd_plus1 = lock_fd + 1;
+    lock->dev = st.st_dev;
+    lock->ino = st.st_ino;
+    return 0;
+}
+
+void
+_PyPerfFileIO_DropLock(_PyPerfFileLock *lock)
+{
+    struct stat st;
+    if (lock->fd_plus1 > 0
+        && fstat(lock->fd_plus1 - 1, &st) == 0
+        && st.st_dev == lock->dev && st.st_ino == lock->ino)
+    {
+        close(lock->fd_plus1 - 1);
+    }
+    lock->fd_plus1 = 0;
+}
+
+void
+_PyPerfFileIO_AfterFork(void)
+{
+    /* A forked child may be in a PID namespace of its own. */
+    pid_namespace = -1;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */
