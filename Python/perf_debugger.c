@@ -113,7 +113,12 @@ struct jit_descriptor {
     struct jit_code_entry *first_entry;
 };
 
-/* Exported: a debugger looks both up by name. */
+/* Exported: a debugger looks both up by name, in a stripped interpreter
+   among its dynamic symbols.  Another JIT compiler's registrar in the
+   process (LLVM's, LuaJIT's, V8's) binds to these, the executable's
+   coming first, and adds its images to the same list: gdb 13 reads the
+   executable's descriptor for every object that defines one, so that is
+   how it sees both.  Each side adds and removes only its own entries. */
 PyAPI_DATA(struct jit_descriptor) __jit_debug_descriptor;
 PyAPI_FUNC(void) __jit_debug_register_code(void);
 

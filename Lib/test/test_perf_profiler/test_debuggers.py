@@ -8,6 +8,7 @@ lldb and glibc's backtrace() on trampolined stacks.
 """
 
 import os
+import platform
 import re
 import shutil
 import signal
@@ -354,6 +355,256 @@ class TestBacktrace(PerfTestCase):
                 self.assertTrue(start <= addrs[-1] < start + size, names)
 
 
+# A second JIT compiler's registrar in the process, as LLVM's GDB listener,
+# LuaJIT and V8 have: its own __jit_debug_descriptor and
+# __jit_debug_register_code, and one function of x86-64 machine code it
+# made (second_compile()), described in an ELF image of its own until
+# second_release().  second_call(f) calls f from that function.
+SECOND_REGISTRAR = r"""
+#include <elf.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/mman.h>
+
+struct jit_code_entry {
+    struct jit_code_entry *next_entry, *prev_entry;
+    const char *symfile_addr;
+    uint64_t symfile_size;
+};
+struct jit_descriptor {
+    uint32_t version, action_flag;
+    struct jit_code_entry *relevant_entry, *first_entry;
+};
+struct jit_descriptor __jit_debug_descriptor = {1, 0, 0, 0};
+
+__attribute__((noinline)) void
+__jit_debug_register_code(void)
+{
+    __asm__ __volatile__("" ::: "memory");
+}
+
+/* push %rbp; mov %rsp, %rbp; call *%rdi; pop %rbp; ret */
+static const unsigned char body[] = {0x55, 0x48, 0x89, 0xe5, 0xff, 0xd7,
+                                     0x5d, 0xc3};
+static unsigned char *code;
+static struct jit_code_entry entry;
+static struct {
+    Elf64_Ehdr ehdr;
+    Elf64_Shdr shdr[5];
+    Elf64_Sym sym[2];
+    char strtab[24];
+    char shstrtab[40];
+} image;
+
+int
+second_compile(void)
+{
+    static const char shstr[] = "\0.text\0.symtab\0.strtab\0.shstrtab";
+    code = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+                MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (code == MAP_FAILED) {
+        return -1;
+    }
+    memcpy(code, body, sizeof(body));
+    if (mprotect(code, 4096, PROT_READ | PROT_EXEC) < 0) {
+        return -1;
+    }
+    memcpy(image.strtab, "\0second_jit_function", 21);
+    memcpy(image.shstrtab, shstr, sizeof(shstr));
+    Elf64_Ehdr *e = &image.ehdr;
+    memcpy(e->e_ident, ELFMAG, SELFMAG);
+    e->e_ident[EI_CLASS] = ELFCLASS64;
+    e->e_ident[EI_DATA] = ELFDATA2LSB;
+    e->e_ident[EI_VERSION] = EV_CURRENT;
+    e->e_type = ET_REL;
+    e->e_machine = EM_X86_64;
+    e->e_version = EV_CURRENT;
+    e->e_shoff = offsetof(__typeof__(image), shdr);
+    e->e_ehsize = sizeof(Elf64_Ehdr);
+    e->e_shentsize = sizeof(Elf64_Shdr);
+    e->e_shnum = 5;
+    e->e_shstrndx = 4;
+    Elf64_Shdr *s = image.shdr;
+    s[1].sh_name = 1;
+    s[1].sh_type = SHT_NOBITS;
+    s[1].sh_flags = SHF_ALLOC | SHF_EXECINSTR;
+    s[1].sh_addr = (uintptr_t)code;
+    s[1].sh_size = sizeof(body);
+    s[1].sh_addralign = 16;
+    s[2].sh_name = 7;
+    s[2].sh_type = SHT_SYMTAB;
+    s[2].sh_offset = offsetof(__typeof__(image), sym);
+    s[2].sh_size = sizeof(image.sym);
+    s[2].sh_link = 3;
+    s[2].sh_info = 1;
+    s[2].sh_addralign = 8;
+    s[2].sh_entsize = sizeof(Elf64_Sym);
+    s[3].sh_name = 15;
+    s[3].sh_type = SHT_STRTAB;
+    s[3].sh_offset = offsetof(__typeof__(image), strtab);
+    s[3].sh_size = sizeof(image.strtab);
+    s[3].sh_addralign = 1;
+    s[4].sh_name = 23;
+    s[4].sh_type = SHT_STRTAB;
+    s[4].sh_offset = offsetof(__typeof__(image), shstrtab);
+    s[4].sh_size = sizeof(shstr);
+    s[4].sh_addralign = 1;
+    image.sym[1].st_name = 1;
+    image.sym[1].st_info = ELF64_ST_INFO(STB_GLOBAL, STT_FUNC);
+    image.sym[1].st_shndx = 1;
+    image.sym[1].st_size = sizeof(body);
+    entry.symfile_addr = (const char *)&image;
+    entry.symfile_size = sizeof(image);
+    entry.next_entry = __jit_debug_descriptor.first_entry;
+    if (entry.next_entry != NULL) {
+        entry.next_entry->prev_entry = &entry;
+    }
+    __jit_debug_descriptor.first_entry = &entry;
+    __jit_debug_descriptor.relevant_entry = &entry;
+    __jit_debug_descriptor.action_flag = 1;     /* JIT_REGISTER_FN */
+    __jit_debug_register_code();
+    __jit_debug_descriptor.action_flag = 0;
+    return 0;
+}
+
+void
+second_release(void)
+{
+    if (entry.prev_entry != NULL) {
+        entry.prev_entry->next_entry = entry.next_entry;
+    }
+    else {
+        __jit_debug_descriptor.first_entry = entry.next_entry;
+    }
+    if (entry.next_entry != NULL) {
+        entry.next_entry->prev_entry = entry.prev_entry;
+    }
+    __jit_debug_descriptor.relevant_entry = &entry;
+    __jit_debug_descriptor.action_flag = 2;     /* JIT_UNREGISTER_FN */
+    __jit_debug_register_code();
+    __jit_debug_descriptor.action_flag = 0;
+}
+
+void
+second_call(void (*f)(void))
+{
+    ((void (*)(void (*)(void)))code)(f);
+}
+
+/* The descriptor that this library's code edits. */
+void *
+second_descriptor(void)
+{
+    return &__jit_debug_descriptor;
+}
+"""
+
+# Its two builds: plain, and with a version script that gives every symbol
+# a default version (Debian's libLLVM-14.so exports the two names as
+# __jit_debug_descriptor@@LLVM_14).
+SECOND_REGISTRAR_BUILDS = {"plain": None,
+                           "versioned": "SECOND_1 { global: *; };\n"}
+
+
+def build_second_registrar(testcase, build):
+    """The path of the second registrar built as build, in a temporary
+    directory removed at cleanup; the test is skipped if it cannot be
+    built."""
+    cc = shutil.which("gcc") or shutil.which("cc")
+    if cc is None:
+        testcase.skipTest("needs a C compiler")
+    tmp = tempfile.mkdtemp()
+    testcase.addCleanup(shutil.rmtree, tmp)
+    source = os.path.join(tmp, "second.c")
+    with open(source, "w") as f:
+        f.write(SECOND_REGISTRAR)
+    lib = os.path.join(tmp, f"libsecond_{build}.so")
+    args = [cc, "-shared", "-fPIC", "-O2", "-o", lib, source]
+    script = SECOND_REGISTRAR_BUILDS[build]
+    if script is not None:
+        version_map = os.path.join(tmp, "second.map")
+        with open(version_map, "w") as f:
+            f.write(script)
+        args.append(f"-Wl,--version-script={version_map}")
+    proc = subprocess.run(args, capture_output=True, text=True)
+    if proc.returncode != 0:
+        testcase.skipTest(f"cannot build the second registrar: "
+                          f"{proc.stderr[-500:]}")
+    return lib
+
+
+def shared_libpython():
+    return bool(sysconfig.get_config_var("Py_ENABLE_SHARED"))
+
+
+class TestSecondRegistrar(PerfTestCase):
+    """Another JIT compiler's registrar for debuggers beside ours.  The
+    interpreter exports the GDB interface's names (a debugger finds them
+    in a stripped interpreter only so), and the other registrar's code
+    binds to them, as the executable's come first: there is one list,
+    which both edit.  (With a list of its own, gdb 13 would not see the
+    other's: it reads the executable's __jit_debug_descriptor for every
+    object that defines one, taking it for a copy relocation.)  Each
+    adds and removes only its own entries, so the list stays whole while
+    they take turns; two threads that edit it at the same moment, each
+    under a lock of its own, could lose an entry (see the howto)."""
+
+    def test_one_list(self):
+        for build in SECOND_REGISTRAR_BUILDS:
+            with self.subTest(build=build):
+                lib = build_second_registrar(self, build)
+                pid, rc, out, err, script = self.run_script(
+                    READ_IMAGES + textwrap.dedent(f"""
+                    import json, sys
+                    second = ctypes.CDLL({lib!r})
+                    second.second_descriptor.restype = ctypes.c_void_p
+                    path = f"/tmp/perf-{{os.getpid()}}.map"
+                    ours = ctypes.addressof(JitDescriptor.in_dll(
+                        ctypes.CDLL(None), "__jit_debug_descriptor"))
+
+                    def entries():
+                        n = 0
+                        entry = JitDescriptor.from_address(ours).first_entry
+                        while entry:
+                            n += 1
+                            entry = entry.contents.next
+                        return n
+
+                    def names():
+                        return [name for _, _, syms, _ in images(path)[0]
+                                for name, _, _ in syms]
+
+                    def before():
+                        return 1
+                    before()
+                    images(path)
+                    alone = entries()
+                    assert second.second_compile() == 0
+                    with_theirs = entries()
+
+                    def between():
+                        return 2
+                    between()
+                    second.second_release()
+
+                    def after():
+                        return 3
+                    after()
+                    result = names()
+                    print(json.dumps(dict(
+                        shared=second.second_descriptor() == ours,
+                        added=with_theirs - alone,
+                        left=entries() - alone,
+                        named=[any(n.startswith(f"py::{{f}} (")
+                                   for n in result)
+                               for f in ("before", "between", "after")])))
+                """), flags=("-X", "perf"))
+                self.assertEqual(self.last_json(out),
+                                 dict(shared=True, added=1, left=0,
+                                      named=[True, True, True]))
+
+
 class DebuggerTestCase(PerfTestCase):
 
     def run_debugger(self, args, timeout=None):
@@ -428,6 +679,44 @@ class TestGdb(DebuggerTestCase):
                 out = self.gdb_run(script, "bt", flags=("-X", backend))
                 self.assertIn("SIGTRAP", out)
                 self.assert_complete_bt(out, script)
+
+    @requires_gdb
+    @unittest.skipUnless(platform.machine() == "x86_64",
+                         "the second registrar's code is x86-64")
+    def test_second_registrar(self):
+        # Another JIT compiler's registrar beside ours: gdb names the
+        # frames of both (a Python function called back from the other
+        # compiler's code, called from a Python function).
+        for build in SECOND_REGISTRAR_BUILDS:
+            with self.subTest(build=build):
+                lib = build_second_registrar(self, build)
+                script = self.write_script(f"""
+                    import ctypes, os, signal
+                    print("PID", os.getpid(), flush=True)
+                    second = ctypes.CDLL({lib!r})
+                    assert second.second_compile() == 0
+
+                    def inner():
+                        os.kill(os.getpid(), signal.SIGTRAP)
+
+                    callback = ctypes.CFUNCTYPE(None)(inner)
+
+                    def outer():
+                        second.second_call(callback)
+
+                    outer()
+                """)
+                out = self.gdb_run(script, "bt")
+                self.assertIn("SIGTRAP", out)
+                frames = trampoline_frames(out)
+                self.assertEqual(frames[0], f"py::inner ({script})", out)
+                self.assertIn(f"py::outer ({script})", frames)
+                self.assertRegex(out, r"in second_jit_function \(\)")
+                self.assertLess(out.index("second_jit_function"),
+                                out.index(f"py::outer ({script})"))
+                self.assertNotIn("Backtrace stopped", out)
+                self.assertTrue(any(frame in out for frame in MAIN_FRAMES),
+                                out)
 
     @requires_gdb
     def test_bt_environment_variable(self):
