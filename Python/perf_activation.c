@@ -239,6 +239,7 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
 void
 _PyPerfTrampoline_FiniInterpreter(PyInterpreterState *interp)
 {
+    _PyPerfWatchdog_Forget(interp);
     deactivate(interp);
 }
 

@@ -72,10 +72,10 @@
    library 0.6% slower (in instructions).  Its descriptions are written
    when HELD_COUNT of them are held instead, besides the times above
    (the next description that finds them overdue, the GIL released, the
-   import done).  So at most HELD_COUNT - 1 names wait for longer than
-   HELD_FOR_NS: those made just before the thread runs Python code in an
-   import for a long time without releasing the GIL or describing
-   anything. */
+   import done), and when the watchdog sees them due (Python/perf_watchdog.c):
+   it sets the thread's eval breaker once, so that an import that runs
+   Python code for long without releasing the GIL or describing anything
+   does not keep them back. */
 #define HELD_MAX (256 * 1024)
 #define HELD_COUNT 64
 #define HELD_FOR_NS (10 * 1000 * 1000)
@@ -635,6 +635,7 @@ int
 _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
                        int64_t now)
 {
+    int64_t arm = 0;
     LOCK();
     description_file *f = &files.file[kind];
     int res;
@@ -650,8 +651,16 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
         if (res == 0 && files.in_burst < BURST_MIN && !holding()) {
             res = flush(f);
         }
+        else if (res == 0 && holding() && f->held_count == 1) {
+            /* The first held in a thread that keeps no eval breaker
+               set. */
+            arm = f->held_since + HELD_FOR_NS;
+        }
     }
     UNLOCK();
+    if (arm != 0) {
+        _PyPerfWatchdog_Arm(arm);
+    }
     return res;
 }
 

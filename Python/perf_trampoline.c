@@ -146,13 +146,14 @@ PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
     return Py_BuildValue(
-        "{snsnsnsnsnsn}",
+        "{snsnsnsnsnsnsn}",
         "arena_bytes", (Py_ssize_t)_PyPerfCore.arena_bytes,
         "trampolines", (Py_ssize_t)_PyPerfCore.trampolines,
         "trampoline_size", (Py_ssize_t)_PyPerfCore.template_size,
         "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes(),
         "writes", (Py_ssize_t)_PyPerfFile_Writes(),
-        "eval_breaker_checks", (Py_ssize_t)_PyPerfFile_breaker_checks);
+        "eval_breaker_checks", (Py_ssize_t)_PyPerfFile_breaker_checks,
+        "watchdog_pokes", (Py_ssize_t)_PyPerfWatchdog_pokes);
 }
 
 
@@ -226,12 +227,13 @@ PyUnstable_PerfTrampoline_SetPersistAfterFork(int Py_UNUSED(enable))
 PyObject *
 _PyPerfTrampoline_GetStats(void)
 {
-    return Py_BuildValue("{snsnsnsnsnsn}", "arena_bytes", (Py_ssize_t)0,
+    return Py_BuildValue("{snsnsnsnsnsnsn}", "arena_bytes", (Py_ssize_t)0,
                          "trampolines", (Py_ssize_t)0,
                          "trampoline_size", (Py_ssize_t)0,
                          "written_bytes", (Py_ssize_t)0,
                          "writes", (Py_ssize_t)0,
-                         "eval_breaker_checks", (Py_ssize_t)0);
+                         "eval_breaker_checks", (Py_ssize_t)0,
+                         "watchdog_pokes", (Py_ssize_t)0);
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -17,6 +17,8 @@ extern "C" {
      Python/perf_jit_trampoline.c     the "perf_jit" backend: a jitdump
      Python/perf_description_file.c   the rules both backends' files follow
      Python/perf_file_io.c            the system calls those rules make
+     Python/perf_watchdog.c           the thread that has an importing
+                                      thread write what is due
      Python/perf_unwind.c             DWARF unwind information (.eh_frame)
                                       for the template
      Python/perf_debugger.c           what debuggers (the GDB JIT
@@ -268,6 +270,18 @@ typedef struct {
 extern int _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd);
 extern void _PyPerfFileIO_DropLock(_PyPerfFileLock *lock);
 extern void _PyPerfFileIO_AfterFork(void);
+
+
+/* The watchdog (Python/perf_watchdog.c): Arm() once the first of what a
+   thread that starts up or imports holds is due at deadline
+   (_PyPerfFile_Now()'s clock); the watchdog then sets the eval breaker
+   of the calling thread's interpreter, and _PyPerfWatchdog_poked.
+   Forget(): the interpreter ends.  Nothing of it runs in a process that
+   never arms it. */
+extern void _PyPerfWatchdog_Arm(int64_t deadline);
+extern void _PyPerfWatchdog_Forget(PyInterpreterState *interp);
+extern void _PyPerfWatchdog_AfterFork(void);
+extern size_t _PyPerfWatchdog_pokes;
 
 
 /* Binary records (jitdump, DWARF) ******************************************/

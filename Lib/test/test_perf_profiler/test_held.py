@@ -95,6 +95,50 @@ class TestHeld(PerfTestCase):
             import busy_module
         """, "py::f136:<string>")
 
+    def test_busy_in_import_few_names(self):
+        # The same with 10 new functions, too few to be written by count:
+        # the watchdog sets the eval breaker once they are due (see
+        # Python/perf_watchdog.c); before it, none was ever written.
+        self.wait_for_name("""
+            import os, sys
+            os.write(1, b"%d\\n" % os.getpid())
+            here = os.path.dirname(os.path.abspath(__file__))
+            with open(os.path.join(here, "busy_few.py"), "w") as f:
+                f.write("for i in range(10):\\n"
+                        "    exec(f'def f{i}(): return 1\\\\nf{i}()', {})\\n"
+                        "while True:\\n"
+                        "    pass\\n")
+            sys.path.insert(0, here)
+            import busy_few
+        """, "py::f9:<string>")
+
+    def test_watchdog_thread_ends(self):
+        # The watchdog's thread ends once it has had nothing to watch for
+        # a while: a process that imports no more has a single thread
+        # again (some system calls need that, unshare(CLONE_NEWUSER) for
+        # one).
+        for backend in BACKENDS:
+            with self.subTest(backend=backend):
+                pid, rc, out, err, script = self.run_script(f"""
+                    import os, sys, time
+                    here = os.path.dirname(os.path.abspath(__file__))
+                    with open(os.path.join(here, "watched.py"), "w") as f:
+                        f.write("import os\\n"
+                                "def first():\\n"
+                                "    return 1\\n"
+                                "first()\\n"
+                                "during = len(os.listdir('/proc/self/task'))\\n")
+                    sys.path.insert(0, here)
+                    import watched
+                    def threads():
+                        return len(os.listdir("/proc/self/task"))
+                    deadline = time.monotonic() + {support.LONG_TIMEOUT}
+                    while threads() > 1 and time.monotonic() < deadline:
+                        time.sleep(0.05)
+                    print(watched.during, threads())
+                """, flags=("-X", backend))
+                self.assertEqual(out.split(), ["2", "1"])
+
     def test_sleeping_thread(self):
         # The thread sleeps for ever right after its new function ran.
         self.wait_for_name("""

@@ -77,8 +77,9 @@ def core_order():
     """The core's files in the order of pycore_perf_core.h."""
     with open(CORE_HEADER, encoding="utf-8") as f:
         text = f.read()
+    # The lines of the list: "     Python/perf_NAME.c    what it holds".
     listing = text[:text.index("#ifdef PY_HAVE_PERF_TRAMPOLINE")]
-    return re.findall(r"Python/(perf_\w+\.c)", listing)
+    return re.findall(r"^ +Python/(perf_\w+\.c) ", listing, re.MULTILINE)
 
 
 @unittest.skipIf(build_dir() is None, "needs a build tree")
