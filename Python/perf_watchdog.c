@@ -52,27 +52,18 @@ static struct {
     PyInterpreterState *interp;
 } watchdog = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER};
 
-static int64_t
-now_ns(void)
-{
-    struct timespec ts;
-    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0) {
-        return 0;
-    }
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void *
 watch(void *Py_UNUSED(arg))
 {
+    /* Idle from then on: the thread ends after IDLE_NS with nothing
+       armed, counted from the last deadline it saw pass. */
+    int64_t idle_until = 0;
     pthread_mutex_lock(&watchdog.lock);
     for (;;) {
         if (watchdog.deadline == 0) {
-            /* Idle: the thread ends after IDLE_NS with nothing armed. */
-            int64_t until = now_ns() + IDLE_NS;
             struct timespec ts = {
-                .tv_sec = (time_t)(until / 1000000000),
-                .tv_nsec = (long)(until % 1000000000),
+                .tv_sec = (time_t)(idle_until / 1000000000),
+                .tv_nsec = (long)(idle_until % 1000000000),
             };
             if (pthread_cond_timedwait(&watchdog.wake, &watchdog.lock, &ts)
                 == ETIMEDOUT && watchdog.deadline == 0)
@@ -95,19 +86,20 @@ watch(void *Py_UNUSED(arg))
            held now may be due later (read without the files' lock, as
            the eval breaker does). */
         int64_t due = _PyPerfFile_deadline;
-        if (!_PyPerfFile_held || watchdog.interp == NULL) {
-            watchdog.deadline = 0;
-        }
-        else if (due > watchdog.deadline) {
+        if (_PyPerfFile_held && watchdog.interp != NULL
+            && due > watchdog.deadline)
+        {
             watchdog.deadline = due;
+            continue;
         }
-        else {
+        if (_PyPerfFile_held && watchdog.interp != NULL) {
             _PyPerfWatchdog_poked = 1;
             _PyPerfWatchdog_pokes++;
             _Py_atomic_store_relaxed(&watchdog.interp->ceval.eval_breaker,
                                      1);
-            watchdog.deadline = 0;
         }
+        idle_until = watchdog.deadline + IDLE_NS;
+        watchdog.deadline = 0;
     }
     pthread_mutex_unlock(&watchdog.lock);
     return NULL;

@@ -78,39 +78,33 @@ class TestHeld(PerfTestCase):
             busy()
         """, "py::busy:SCRIPT")
 
-    def test_busy_in_import(self):
-        # The thread makes 200 new functions in an import, then runs Python
-        # code for ever in it: the names are written by count (all but
-        # fewer than 64 of them), with no eval breaker to write them.
-        self.wait_for_name("""
+    def busy_in_import(self, functions, name):
+        """Wait for name while the program makes the given number of new
+        functions in an import, then runs Python code for ever in it."""
+        self.wait_for_name(f"""
             import os, sys
             os.write(1, b"%d\\n" % os.getpid())
             here = os.path.dirname(os.path.abspath(__file__))
             with open(os.path.join(here, "busy_module.py"), "w") as f:
-                f.write("for i in range(200):\\n"
-                        "    exec(f'def f{i}(): return 1\\\\nf{i}()', {})\\n"
+                f.write("for i in range({functions}):\\n"
+                        "    exec(f'def f{{i}}(): return 1\\\\n'\\n"
+                        "         f'f{{i}}()', {{}})\\n"
                         "while True:\\n"
                         "    pass\\n")
             sys.path.insert(0, here)
             import busy_module
-        """, "py::f136:<string>")
+        """, name)
+
+    def test_busy_in_import(self):
+        # 200 new functions: the names are written by count (all but fewer
+        # than 64 of them), with no eval breaker to write them.
+        self.busy_in_import(200, "py::f136:<string>")
 
     def test_busy_in_import_few_names(self):
-        # The same with 10 new functions, too few to be written by count:
-        # the watchdog sets the eval breaker once they are due (see
-        # Python/perf_watchdog.c); before it, none was ever written.
-        self.wait_for_name("""
-            import os, sys
-            os.write(1, b"%d\\n" % os.getpid())
-            here = os.path.dirname(os.path.abspath(__file__))
-            with open(os.path.join(here, "busy_few.py"), "w") as f:
-                f.write("for i in range(10):\\n"
-                        "    exec(f'def f{i}(): return 1\\\\nf{i}()', {})\\n"
-                        "while True:\\n"
-                        "    pass\\n")
-            sys.path.insert(0, here)
-            import busy_few
-        """, "py::f9:<string>")
+        # 10, too few to be written by count: the watchdog sets the eval
+        # breaker once they are due (see Python/perf_watchdog.c); before
+        # it, none was ever written.
+        self.busy_in_import(10, "py::f9:<string>")
 
     def test_watchdog_thread_ends(self):
         # The watchdog's thread ends once it has had nothing to watch for
@@ -127,7 +121,8 @@ class TestHeld(PerfTestCase):
                                 "def first():\\n"
                                 "    return 1\\n"
                                 "first()\\n"
-                                "during = len(os.listdir('/proc/self/task'))\\n")
+                                "during = len(os.listdir("
+                                "'/proc/self/task'))\\n")
                     sys.path.insert(0, here)
                     import watched
                     def threads():
