@@ -204,6 +204,28 @@ class TestReadiness(unittest.TestCase):
                       out)
         self.assertIn("use --backend perf_jit", out)
 
+    def test_file_of_an_earlier_process(self):
+        # A map left in /tmp by an earlier process with the same PID (PIDs
+        # are reused) is not the running process's.
+        proc = subprocess.Popen([sys.executable, "-c",
+                                 "import time; time.sleep(60)"],
+                                env={k: v for k, v in os.environ.items()
+                                     if k != "PYTHONPERFSUPPORT"})
+        # No running process has that PID in this namespace: a file there
+        # is an earlier one's, kept or made here.
+        path = f"/tmp/perf-{proc.pid}.map"
+        try:
+            with open(path, "w") as f:
+                f.write("1000 10 py::stale:stale.py\n")
+            os.utime(path, (time.time() - 3600, time.time() - 3600))
+            check = pyprofile.check_process(proc.pid, "perf")
+        finally:
+            proc.kill()
+            proc.wait()
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
+        self.assertFalse(check.ok)
+
     def test_process_without_support(self):
         proc = subprocess.Popen([sys.executable, "-c",
                                  "import time; time.sleep(60)"],
