@@ -58,6 +58,8 @@ watch(void *Py_UNUSED(arg))
     /* Idle from then on: the thread ends after IDLE_NS with nothing
        armed, counted from the last deadline it saw pass. */
     int64_t idle_until = 0;
+    /* Named for ps -L, top -H and debuggers. */
+    (void)pthread_setname_np(pthread_self(), "perf-watchdog");
     pthread_mutex_lock(&watchdog.lock);
     for (;;) {
         if (watchdog.deadline == 0) {

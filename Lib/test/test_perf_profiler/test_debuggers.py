@@ -511,7 +511,10 @@ def build_second_registrar(testcase, build):
     """The path of the second registrar built as build, in a temporary
     directory removed at cleanup; the test is skipped if it cannot be
     built."""
-    cc = shutil.which("gcc") or shutil.which("cc")
+    # The compiler of the interpreter's own build: a cross build's under
+    # qemu.
+    cc = (sysconfig.get_config_var("CC") or "").split()[:1]
+    cc = shutil.which(cc[0]) if cc else shutil.which("gcc")
     if cc is None:
         testcase.skipTest("needs a C compiler")
     tmp = tempfile.mkdtemp()
