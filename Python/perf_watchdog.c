@@ -125,6 +125,14 @@ start(void)
     if (err != 0) {
         return -1;
     }
+    static int watching_forks = 0;
+    if (!watching_forks) {
+        /* Once per process and its children, which inherit it. */
+        if (pthread_atfork(NULL, NULL, _PyPerfWatchdog_AfterFork) != 0) {
+            return -1;
+        }
+        watching_forks = 1;
+    }
     pthread_attr_t attr;
     if (pthread_attr_init(&attr) != 0) {
         return -1;
@@ -136,15 +144,6 @@ start(void)
     sigset_t all, old;
     sigfillset(&all);
     pthread_sigmask(SIG_SETMASK, &all, &old);
-    static int watching_forks = 0;
-    if (!watching_forks) {
-        /* Once per process and its children, which inherit it. */
-        if (pthread_atfork(NULL, NULL, _PyPerfWatchdog_AfterFork) != 0) {
-            pthread_attr_destroy(&attr);
-            return -1;
-        }
-        watching_forks = 1;
-    }
     pthread_t thread;
     err = pthread_create(&thread, &attr, watch, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
