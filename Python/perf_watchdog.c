@@ -58,8 +58,6 @@ watch(void *Py_UNUSED(arg))
     /* Idle from then on: the thread ends after IDLE_NS with nothing
        armed, counted from the last deadline it saw pass. */
     int64_t idle_until = 0;
-    /* Named for ps -L, top -H and debuggers. */
-    (void)pthread_setname_np(pthread_self(), "perf-watchdog");
     pthread_mutex_lock(&watchdog.lock);
     for (;;) {
         if (watchdog.deadline == 0) {
@@ -148,7 +146,13 @@ start(void)
     err = pthread_create(&thread, &attr, watch, NULL);
     pthread_sigmask(SIG_SETMASK, &old, NULL);
     pthread_attr_destroy(&attr);
-    return err == 0 ? 0 : -1;
+    if (err != 0) {
+        return -1;
+    }
+    /* Named for ps -L, top -H and debuggers, from here: the thread may
+       not have run yet when the caller goes on. */
+    (void)pthread_setname_np(thread, "perf-watchdog");
+    return 0;
 }
 
 void
