@@ -648,10 +648,11 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
                           ? Py_MIN(files.in_burst + 1, BURST_MIN) : 1);
         files.last_description = now;
         res = hold(f, buf, size, now);
-        if (res == 0 && files.in_burst < BURST_MIN && !holding()) {
+        int held_back = holding();
+        if (res == 0 && files.in_burst < BURST_MIN && !held_back) {
             res = flush(f);
         }
-        else if (res == 0 && holding() && f->held_count == 1) {
+        else if (res == 0 && held_back && f->held_count == 1) {
             /* The first held in a thread that keeps no eval breaker
                set. */
             arm = f->held_since + HELD_FOR_NS;
