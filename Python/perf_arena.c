@@ -16,7 +16,10 @@
    trampolines the parent made; a child makes its own arenas in a
    reservation of its own.  /proc/PID/maps calls such a mapping
    "/dev/zero (deleted)", which perf, like the tools that follow its
-   conventions, treats as anonymous memory named by the perf map. */
+   conventions, treats as anonymous memory named by the perf map.  Where
+   the dynamic loader can be told, an arena is instead the text of an
+   object it knows, so that unwinders in the process walk through
+   trampolines (Python/perf_loader.c); its memory is the same kind. */
 
 #include "Python.h"
 #include "pycore_perf_core.h"
@@ -104,8 +107,13 @@ _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
         errno = ENOMEM;
         return -1;
     }
-    char *mem = _PyPerfRegion_Alloc(&_PyPerfCore.arenas, size,
-                                    PROT_READ | PROT_WRITE);
+    /* Where in-process unwinders find the slots' unwind data, if the
+       dynamic loader can be told. */
+    char *mem = _PyPerfLoader_NewText(size, step, _PyPerfCore.template_size);
+    if (mem == NULL) {
+        mem = _PyPerfRegion_Alloc(&_PyPerfCore.arenas, size,
+                                  PROT_READ | PROT_WRITE);
+    }
     if (mem == NULL) {
         return -1;
     }
