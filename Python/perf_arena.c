@@ -33,7 +33,13 @@
 /* Each arena at least TRAMPOLINE_ALIGN-aligned, so that no address of one
    trampoline lies within the range reported for another. */
 #define TRAMPOLINE_ALIGN 16
-#define ARENA_SIZE (64 * 1024)
+/* Each arena of a backend twice the size of the one before, up to the
+   most: a process that makes few trampolines has little memory for them,
+   and one that makes many has few arenas, each an object that the dynamic
+   loader lists (a few hundred at a million perf_jit trampolines) and that
+   costs a dlopen() (Python/perf_loader.c). */
+#define ARENA_MIN_SIZE (64 * 1024)
+#define ARENA_MAX_SIZE (1024 * 1024)
 
 void
 _PyPerfArena_InitTemplate(void)
@@ -98,7 +104,7 @@ int
 _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
 {
     long page = sysconf(_SC_PAGESIZE);
-    size_t size = ARENA_SIZE;
+    size_t size = pool->arena_size ? pool->arena_size : ARENA_MIN_SIZE;
     size_t step = _PyPerfArena_Stride(backend);
     if (page > 0) {
         size = _Py_SIZE_ROUND_UP(size, (size_t)page);
@@ -157,6 +163,7 @@ _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
     pool->next = mem;
     pool->limit = mem + size;
     pool->image = NULL;
+    pool->arena_size = Py_MIN(size * 2, (size_t)ARENA_MAX_SIZE);
     _PyPerfCore.arena_bytes += size;
     return 0;
 }

@@ -92,8 +92,9 @@ typedef struct {
     char *ro;                     /* shared memory, read-only */
 } loader_image;
 
-/* perf and perf_jit have a stride each; a few more for safety. */
-#define MAX_IMAGES 4
+/* perf and perf_jit have a stride each, and arenas of 5 sizes
+   (Python/perf_arena.c); room for a few more. */
+#define MAX_IMAGES 16
 static loader_image images[MAX_IMAGES];
 static int failed;                /* once: anonymous arenas from then on */
 static unsigned long opened;      /* objects of this process and its
