@@ -297,7 +297,17 @@ open_object(loader_image *image, size_t page)
     if (mremap(image->ro, 0, image->ro_size, MREMAP_MAYMOVE | MREMAP_FIXED,
                base) == MAP_FAILED)
     {
-        return NULL;
+        /* An emulator (qemu-user) may not make such an alias: a copy,
+           which costs the memory the alias saves. */
+        if (mmap(base, image->ro_size, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
+        {
+            return NULL;
+        }
+        memcpy(base, image->ro, image->ro_size);
+        if (mprotect(base, image->ro_size, PROT_READ) < 0) {
+            return NULL;
+        }
     }
     return base + image->ro_size;
 }
