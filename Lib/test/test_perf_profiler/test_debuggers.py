@@ -917,6 +917,50 @@ class TestGdb(DebuggerTestCase):
         self.assert_complete_bt(out, script)
 
     @requires_gdb
+    @unittest.skipIf(support.check_sanitizer(address=True),
+                     "a core file would hold AddressSanitizer's shadow "
+                     "memory")
+    def test_no_new_warnings(self):
+        # Arenas are opened as objects of the dynamic loader while gdb
+        # runs the program (Python/perf_loader.c): gdb reads each one's
+        # path then, and a core file lists them.  gdb says nothing about
+        # them that it does not say about the same program without
+        # trampolines, but for the arenas' shared memory in a core file.
+        script = self.write_script("""
+            import os, signal
+            print("PID", os.getpid(), flush=True)
+            ns = {}
+            exec("\\n".join(f"def fn{i}(): return {i}"
+                            for i in range(30000)), ns)
+            for i in range(30000):
+                ns[f"fn{i}"]()
+            os.kill(os.getpid(), signal.SIGTRAP)
+        """)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmpdir)
+
+        def warnings(flags):
+            core = os.path.join(tmpdir, "core")
+            out = self.gdb_run(script, "bt 1", f"gcore {core}", "kill",
+                               flags=flags)
+            self.assertTrue(os.path.exists(core), out)
+            out += self.run_debugger(
+                ["gdb", "-nx", "-batch", "-ex", "bt 1", sys.executable,
+                 core])
+            os.unlink(core)
+            # Without the numbers that differ between processes.
+            return {re.sub(r"\d+", "N", line)
+                    for line in out.splitlines() if "warning" in line}
+
+        plain = warnings(())
+        shared_memory = ("warning: Can't open file /dev/zero (deleted) "
+                         "during file-backed mapping note processing")
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                self.assertEqual(warnings(("-X", backend)) - plain,
+                                 {shared_memory})
+
+    @requires_gdb
     def test_cost_with_gdb_attached(self):
         # 20,000 new functions, as fast as they can be made: with gdb
         # attached from the start, this takes about 5 times as long here
