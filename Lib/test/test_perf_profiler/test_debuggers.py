@@ -95,6 +95,11 @@ def gdb_usable():
     return _gdb_usable or None
 
 
+skip_core_files_under_asan = unittest.skipIf(
+    support.check_sanitizer(address=True),
+    "a core file would hold AddressSanitizer's shadow memory")
+
+
 def requires_gdb(test):
     def wrapper(self, *args, **kwargs):
         reason = gdb_usable()
@@ -885,9 +890,7 @@ class TestGdb(DebuggerTestCase):
                                        "py::outer ({script})"))
 
     @requires_gdb
-    @unittest.skipIf(support.check_sanitizer(address=True),
-                     "a core file would hold AddressSanitizer's shadow "
-                     "memory")
+    @skip_core_files_under_asan
     def test_attach_and_core(self):
         script = self.write_script("""
             import os, sys, time
@@ -917,9 +920,7 @@ class TestGdb(DebuggerTestCase):
         self.assert_complete_bt(out, script)
 
     @requires_gdb
-    @unittest.skipIf(support.check_sanitizer(address=True),
-                     "a core file would hold AddressSanitizer's shadow "
-                     "memory")
+    @skip_core_files_under_asan
     def test_no_new_warnings(self):
         # Arenas are opened as objects of the dynamic loader while gdb
         # runs the program (Python/perf_loader.c): gdb reads each one's
