@@ -16,7 +16,10 @@
    trampolines the parent made; a child makes its own arenas in a
    reservation of its own.  /proc/PID/maps calls such a mapping
    "/dev/zero (deleted)", which perf, like the tools that follow its
-   conventions, treats as anonymous memory named by the perf map. */
+   conventions, treats as anonymous memory named by the perf map.  Where
+   the dynamic loader can be told, an arena is instead the text of an
+   object it knows, so that unwinders in the process walk through
+   trampolines (Python/perf_loader.c); its memory is the same kind. */
 
 #include "Python.h"
 #include "pycore_perf_core.h"
@@ -30,7 +33,13 @@
 /* Each arena at least TRAMPOLINE_ALIGN-aligned, so that no address of one
    trampoline lies within the range reported for another. */
 #define TRAMPOLINE_ALIGN 16
-#define ARENA_SIZE (64 * 1024)
+/* Each arena of a backend twice the size of the one before, up to the
+   most: a process that makes few trampolines has little memory for them,
+   and one that makes many has few arenas, each an object that the dynamic
+   loader lists (a few hundred at a million perf_jit trampolines) and that
+   costs a dlopen() (Python/perf_loader.c). */
+#define ARENA_MIN_SIZE (64 * 1024)
+#define ARENA_MAX_SIZE (1024 * 1024)
 
 void
 _PyPerfArena_InitTemplate(void)
@@ -95,7 +104,7 @@ int
 _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
 {
     long page = sysconf(_SC_PAGESIZE);
-    size_t size = ARENA_SIZE;
+    size_t size = pool->arena_size ? pool->arena_size : ARENA_MIN_SIZE;
     size_t step = _PyPerfArena_Stride(backend);
     if (page > 0) {
         size = _Py_SIZE_ROUND_UP(size, (size_t)page);
@@ -104,8 +113,13 @@ _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
         errno = ENOMEM;
         return -1;
     }
-    char *mem = _PyPerfRegion_Alloc(&_PyPerfCore.arenas, size,
-                                    PROT_READ | PROT_WRITE);
+    /* Where in-process unwinders find the slots' unwind data, if the
+       dynamic loader can be told. */
+    char *mem = _PyPerfLoader_NewText(size, step, _PyPerfCore.template_size);
+    if (mem == NULL) {
+        mem = _PyPerfRegion_Alloc(&_PyPerfCore.arenas, size,
+                                  PROT_READ | PROT_WRITE);
+    }
     if (mem == NULL) {
         return -1;
     }
@@ -149,6 +163,7 @@ _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
     pool->next = mem;
     pool->limit = mem + size;
     pool->image = NULL;
+    pool->arena_size = Py_MIN(size * 2, (size_t)ARENA_MAX_SIZE);
     _PyPerfCore.arena_bytes += size;
     return 0;
 }

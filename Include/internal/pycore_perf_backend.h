@@ -367,6 +367,13 @@ extern size_t _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
 #define _PyPerfUnwind_CIE_MAX_SIZE 32
 #define _PyPerfUnwind_FDE_MAX_SIZE 64
 
+/* size bytes of shared anonymous memory, readable and writable, that
+   in-process unwinders know as text of slots stride bytes apart, each
+   starting with code_size bytes of the template (Python/perf_loader.c).
+   NULL if the dynamic loader cannot be told, then and from then on. */
+extern char *_PyPerfLoader_NewText(size_t size, size_t stride,
+                                   size_t code_size);
+
 /* Append .eh_frame (a CIE, one FDE, the terminator) and .eh_frame_hdr
    with pc-relative pointers, for the jitdump.  text_addr and
    eh_frame_addr are where the consumer will place the code and the first

@@ -57,6 +57,7 @@ typedef struct {
     char *next;             /* next free trampoline of the current arena */
     char *limit;            /* end of the current arena */
     struct _PyPerfDebugImage *image;    /* that debuggers are told of */
+    size_t arena_size;      /* of its next arena; 0 for the first */
     /* Interpreters using the backend: its file is open while positive. */
     int users;
     /* Set when an arena could not be mapped, or a description could not

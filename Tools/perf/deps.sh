@@ -14,10 +14,11 @@ foreign=""
 for arg in "$@"; do
     case "$arg" in
         # "make test" also checks that the template assembles for aarch64
-        # and riscv64, opens pyprofile's flame graphs in a browser and
-        # traces the system calls of a forked child.
+        # and riscv64, opens pyprofile's flame graphs in a browser, traces
+        # the system calls of a forked child and unwinds with libunwind.
         --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
-gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb strace"
+gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb strace
+libunwind8"
                 flamegraph=yes ;;
         # Tools/perf/pyprofile renders with d3-flame-graph from npm.
         --flamegraph) flamegraph=yes ;;

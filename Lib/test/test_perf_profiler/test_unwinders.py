@@ -1,0 +1,185 @@
+"""Unwinders inside the process walk through every trampoline.
+
+glibc's backtrace(), libgcc's _Unwind_Backtrace() and libunwind find
+unwind information through the dynamic loader, which knows each arena of
+trampolines as an object of its own (Python/perf_loader.c).  Each test runs
+one program plain and with each backend, in the same run, and expects the
+same walk to the start of the thread, with the trampolines' frames in
+between.
+"""
+
+import json
+import os
+import sys
+import unittest
+
+from test import support
+from test.test_perf_profiler.util import PerfTestCase, requires_perf_trampoline
+
+
+requires_perf_trampoline(module=True)
+if not support.has_subprocess_support:
+    raise unittest.SkipTest("test module requires subprocess")
+
+
+# Walks the stack from C code called by Python code three calls deep, in
+# the main thread, another thread, a forked child and a subinterpreter.
+# Prints, for each unwinder and place: the number of frames, how many are
+# in trampolines (anonymous executable shared memory), and the last three
+# frames, which are where the thread started.
+PROGRAM = r"""
+import ctypes, json, os, sys, threading
+
+libc = ctypes.PyDLL(None)
+libc.backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
+libc.backtrace_symbols.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                   ctypes.c_int]
+libgcc = ctypes.PyDLL("libgcc_s.so.1")
+TRACE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+libgcc._Unwind_GetIP.restype = ctypes.c_void_p
+libgcc._Unwind_GetIP.argtypes = [ctypes.c_void_p]
+try:
+    libunwind = ctypes.PyDLL("libunwind.so.8", os.RTLD_LOCAL)
+    libunwind.unw_backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                        ctypes.c_int]
+except OSError:
+    libunwind = None
+
+def trampoline_ranges():
+    ranges = []
+    with open("/proc/self/maps") as f:
+        for line in f:
+            fields = line.split()
+            if fields[1].startswith("r-x") and line.rstrip().endswith(
+                    "/dev/zero (deleted)"):
+                lo, hi = (int(x, 16) for x in fields[0].split("-"))
+                ranges.append((lo, hi))
+    return ranges
+
+def summary(addrs):
+    n = len(addrs)
+    buf = (ctypes.c_void_p * max(n, 1))(*addrs)
+    syms = libc.backtrace_symbols(buf, n)
+    names = [syms[i] for i in range(n)]
+    ranges = trampoline_ranges()
+    in_trampolines = sum(1 for a in addrs
+                         if any(lo <= (a or 0) < hi for lo, hi in ranges))
+    # The last frames, as object and offset: the same in every process.
+    tail = [name.split(b" [")[0].decode() for name in names[-3:]]
+    return {"frames": n, "trampolines": in_trampolines, "tail": tail}
+
+def with_backtrace():
+    buf = (ctypes.c_void_p * 512)()
+    n = libc.backtrace(buf, 512)
+    return summary(list(buf[:n]))
+
+def with_unwind_backtrace():
+    addrs = []
+    def trace(context, arg):
+        addrs.append(libgcc._Unwind_GetIP(context))
+        return 0
+    callback = TRACE(trace)
+    rc = libgcc._Unwind_Backtrace(callback, None)
+    result = summary(addrs)
+    result["end_of_stack"] = rc == 5
+    return result
+
+def with_libunwind():
+    buf = (ctypes.c_void_p * 512)()
+    n = libunwind.unw_backtrace(buf, 512)
+    return summary(list(buf[:n]))
+
+# A ctypes callback takes the GIL with the PyGILState API, which a
+# subinterpreter does not support.
+CALLBACKS = True
+
+def walks():
+    results = {"backtrace": with_backtrace()}
+    if CALLBACKS:
+        results["_Unwind_Backtrace"] = with_unwind_backtrace()
+    if libunwind is not None:
+        results["libunwind"] = with_libunwind()
+    return results
+
+def a():
+    return b()
+def b():
+    return c()
+def c():
+    return walks()
+
+out = {"main": a()}
+# Under qemu-user (as Tools/perf/cross/test-cross.sh runs it), libgcc's
+# unwinder never ends in a thread but the main one, without trampolines.
+if not {"QEMU_CPU", "QEMU_LD_PREFIX"} & os.environ.keys():
+    thread_result = []
+    t = threading.Thread(target=lambda: thread_result.append(a()))
+    t.start()
+    t.join()
+    out["thread"] = thread_result[0]
+r, w = os.pipe()
+pid = os.fork()
+if pid == 0:
+    os.write(w, json.dumps(a()).encode())
+    os._exit(0)
+os.close(w)
+data = b""
+while chunk := os.read(r, 65536):
+    data += chunk
+os.waitpid(pid, 0)
+out["child"] = json.loads(data)
+import _testcapi
+path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "sub.json")
+code = f'''
+import json
+exec(open({__file__!r}.replace("program.py", "walk.py")).read())
+CALLBACKS = False
+with open({path!r}, "w") as f:
+    json.dump(a(), f)
+'''
+if _testcapi.run_in_subinterp(code) == 0:
+    with open(path) as f:
+        out["subinterpreter"] = json.load(f)
+print(json.dumps(out))
+"""
+
+
+class TestInProcessUnwinders(PerfTestCase):
+
+    def run_walks(self, flags):
+        tmpdir = os.path.dirname(self.write_script("", name="walk.py"))
+        program = os.path.join(tmpdir, "program.py")
+        # The subinterpreter runs the part of PROGRAM that walks.
+        with open(os.path.join(tmpdir, "walk.py"), "w") as f:
+            f.write(PROGRAM.split("out = {")[0])
+        with open(program, "w") as f:
+            f.write(PROGRAM)
+        pid, rc, out, err = self.run_python(*flags, program)
+        return self.last_json(out)
+
+    def test_walk_to_the_start(self):
+        plain = self.run_walks(())
+        for backend in ("perf", "perf_jit"):
+            active = self.run_walks(("-X", backend))
+            self.assertEqual(active.keys(), plain.keys())
+            for place, results in plain.items():
+                self.assertEqual(active[place].keys(), results.keys())
+                for unwinder, walk in results.items():
+                    with self.subTest(backend=backend, place=place,
+                                      unwinder=unwinder):
+                        if place != "thread":
+                            self.assertIn("__libc_start_main",
+                                          " ".join(walk["tail"]), walk)
+                        self.assertEqual(walk["trampolines"], 0)
+                        got = active[place][unwinder]
+                        self.assertEqual(got["tail"], walk["tail"])
+                        # a(), b(), c(), walks() and the walker at least.
+                        self.assertGreaterEqual(got["trampolines"], 4, got)
+                        self.assertGreater(got["frames"], walk["frames"])
+                        if "end_of_stack" in walk:
+                            self.assertTrue(got["end_of_stack"])
+
+
+if __name__ == "__main__":
+    unittest.main()
