@@ -178,11 +178,19 @@ print(json.dumps([os.getpid(), maps]))
                 for i in range(n):
                     ns[f"fn{i}"]()
             def arenas():
+                # Arenas of 64 KiB, each twice the one before, up to 1 MiB
+                # (Python/perf_arena.c).
                 try:
                     from _testinternalcapi import get_perf_trampoline_stats
                 except ImportError:
                     return 0
-                return get_perf_trampoline_stats()["arena_bytes"] // 65536
+                left = get_perf_trampoline_stats()["arena_bytes"]
+                count, size = 0, 64 * 1024
+                while left > 0:
+                    left -= size
+                    count += 1
+                    size = min(2 * size, 1024 * 1024)
+                return count
             make(1000)
             before = mappings()
             before_arenas = arenas()
