@@ -40,7 +40,7 @@ done
 
 # What in-process unwinds (C++ throws, backtrace()) cost beside many
 # trampolines.
-note "unwind: a C++-style throw after 300,000 code objects"
+note "unwind: a C++-style throw, and backtrace() through trampolines, after 300,000 code objects"
 "$BUILD/python" "$TOP/Tools/perf/bench/unwind.py" 300000 3
 
 # What compiling trampolines before fork saves prefork workers.
