@@ -103,8 +103,8 @@ static unsigned long opened;      /* objects of this process and its
 /* Lay out the object and write its read-only segment into buf (of
    image->ro_size bytes, zeroed).  With buf NULL, compute ro_size only.
    The first page holds what the loader reads; the unwind data starts on
-   the second.  -1 if memory is short. */
-static int
+   the second. */
+static void
 write_image(loader_image *image, size_t code_size, size_t page,
             unsigned char *buf)
 {
@@ -116,26 +116,13 @@ write_image(loader_image *image, size_t code_size, size_t page,
                      + slots * _PyPerfUnwind_FDE_MAX_SIZE + 4);
     if (buf == NULL) {
         image->ro_size = _Py_SIZE_ROUND_UP(eh_off + eh_max, page);
-        return 0;
+        return;
     }
     size_t text_off = image->ro_size;
 
-    /* .eh_frame: a CIE and an FDE per slot, pc-relative. */
-    _PyPerfBuf eh = {buf + eh_off, 0, image->ro_size - eh_off};
-    size_t cie = _PyPerfUnwind_WriteCIE(&eh, 0);
-    size_t *fdes = PyMem_RawMalloc(Py_MAX(slots, 1) * sizeof(size_t));
-    if (fdes == NULL) {
-        return -1;
-    }
-    for (size_t i = 0; i < slots; i++) {
-        fdes[i] = _PyPerfUnwind_WriteFDE(
-            &eh, cie, 0, code_size,
-            (int64_t)(text_off + i * image->stride), (int64_t)eh_off);
-    }
-    _PyPerfBuf_PutU32(&eh, 0);              /* end of .eh_frame */
-
     /* .eh_frame_hdr: the search table, sorted by address, in the only
-       encoding that libgcc searches (datarel sdata4). */
+       encoding that libgcc searches (datarel sdata4); its entries are
+       added with the FDEs. */
     _PyPerfBuf hdr = {buf + hdr_off, 0, hdr_size};
     _PyPerfBuf_PutU8(&hdr, 1);              /* version */
     _PyPerfBuf_PutU8(&hdr, DW_EH_PE_pcrel | DW_EH_PE_sdata4);
@@ -143,12 +130,18 @@ write_image(loader_image *image, size_t code_size, size_t page,
     _PyPerfBuf_PutU8(&hdr, DW_EH_PE_datarel | DW_EH_PE_sdata4);
     _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off - (hdr_off + 4)));
     _PyPerfBuf_PutU32(&hdr, (uint32_t)slots);
+
+    /* .eh_frame: a CIE and an FDE per slot, pc-relative. */
+    _PyPerfBuf eh = {buf + eh_off, 0, image->ro_size - eh_off};
+    size_t cie = _PyPerfUnwind_WriteCIE(&eh, 0);
     for (size_t i = 0; i < slots; i++) {
-        _PyPerfBuf_PutU32(&hdr, (uint32_t)(text_off + i * image->stride
-                                           - hdr_off));
-        _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off + fdes[i] - hdr_off));
+        size_t text = text_off + i * image->stride;
+        size_t fde = _PyPerfUnwind_WriteFDE(&eh, cie, 0, code_size,
+                                            (int64_t)text, (int64_t)eh_off);
+        _PyPerfBuf_PutU32(&hdr, (uint32_t)(text - hdr_off));
+        _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off + fde - hdr_off));
     }
-    PyMem_RawFree(fdes);
+    _PyPerfBuf_PutU32(&eh, 0);              /* end of .eh_frame */
 
     /* The first page: headers, the dynamic section, an empty symbol
        table (glibc's loader needs DT_SYMTAB, and dladdr() DT_STRTAB and
@@ -207,7 +200,6 @@ write_image(loader_image *image, size_t code_size, size_t page,
     dyn[3] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = 1};
     dyn[4] = (Elf64_Dyn){.d_tag = DT_NULL};
     /* The symbol and the string table are zero already. */
-    return 0;
 }
 
 static loader_image *
@@ -232,9 +224,8 @@ get_image(size_t text_size, size_t stride, size_t code_size, size_t page)
     if (ro == MAP_FAILED) {
         return NULL;
     }
-    if (write_image(&made, code_size, page, (unsigned char *)ro) < 0
-        || mprotect(ro, made.ro_size, PROT_READ) < 0)
-    {
+    write_image(&made, code_size, page, (unsigned char *)ro);
+    if (mprotect(ro, made.ro_size, PROT_READ) < 0) {
         munmap(ro, made.ro_size);
         return NULL;
     }
