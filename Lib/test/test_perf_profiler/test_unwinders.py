@@ -10,7 +10,11 @@ between.
 
 import json
 import os
+import shlex
+import shutil
+import subprocess
 import sys
+import sysconfig
 import unittest
 
 from test import support
@@ -179,6 +183,116 @@ class TestInProcessUnwinders(PerfTestCase):
                         self.assertGreater(got["frames"], walk["frames"])
                         if "end_of_stack" in walk:
                             self.assertTrue(got["end_of_stack"])
+
+
+# A C++ exception thrown in C++ code that Python called, and caught in C++
+# code that called Python: the search for its handler walks through every
+# Python frame and trampoline between the two.  Nothing between them is
+# cleaned up (CPython does not support an exception that crosses its
+# frames), so the handler prints and ends the process at once.  Also an
+# exception thrown and caught below Python, after which Python goes on.
+CXX_LIBRARY = r"""
+#include <cstdio>
+#include <unistd.h>
+
+extern "C" {
+
+int caught_below(int value)
+{
+    try {
+        throw value;
+    }
+    catch (int caught) {
+        return caught;
+    }
+    return -1;
+}
+
+void throw_int(int value)
+{
+    throw value;
+}
+
+int call_and_catch(int (*callback)(void))
+{
+    try {
+        callback();
+    }
+    catch (int caught) {
+        std::printf("caught %d\n", caught);
+        std::fflush(stdout);
+        _exit(0);
+    }
+    return -1;
+}
+
+}
+"""
+
+CXX_PROGRAM = r"""
+import ctypes, os, sys, threading
+
+lib = ctypes.PyDLL(sys.argv[1])
+CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int)
+
+def a():
+    return b()
+def b():
+    return c()
+def c():
+    lib.throw_int(42)
+    return 0
+
+def throw_across_python():
+    print("below", lib.caught_below(7), flush=True)
+    lib.call_and_catch(CALLBACK(a))
+
+place = sys.argv[2]
+if place == "main":
+    throw_across_python()
+elif place == "thread":
+    t = threading.Thread(target=throw_across_python)
+    t.start()
+    t.join()
+else:
+    pid = os.fork()
+    if pid == 0:
+        throw_across_python()
+        os._exit(1)
+    status = os.waitpid(pid, 0)[1]
+    print("child", os.waitstatus_to_exitcode(status), flush=True)
+"""
+
+
+def cxx_compiler():
+    """The C++ compiler this Python was built with, as a list, or None."""
+    cxx = shlex.split(sysconfig.get_config_var("CXX") or "")
+    if not cxx or shutil.which(cxx[0]) is None:
+        return None
+    return cxx
+
+
+class TestCxxExceptions(PerfTestCase):
+
+    def test_throw_across_python_frames(self):
+        cxx = cxx_compiler()
+        if cxx is None:
+            self.skipTest("no C++ compiler")
+        program = self.write_script(CXX_PROGRAM)
+        library = os.path.join(os.path.dirname(program), "libthrow.so")
+        subprocess.run([*cxx, "-shared", "-fPIC", "-O2", "-x", "c++", "-",
+                        "-o", library], input=CXX_LIBRARY.encode(),
+                       check=True)
+        # A forked child does what the main thread does; the parent reports.
+        expected = {"main": "below 7\ncaught 42\n",
+                    "thread": "below 7\ncaught 42\n",
+                    "child": "below 7\ncaught 42\nchild 0\n"}
+        for flags in ((), ("-X", "perf"), ("-X", "perf_jit")):
+            for place, output in expected.items():
+                with self.subTest(flags=flags, place=place):
+                    pid, rc, out, err = self.run_python(
+                        *flags, program, library, place, expect_rc=None)
+                    self.assertEqual((rc, out), (0, output), err)
 
 
 if __name__ == "__main__":

@@ -1,7 +1,9 @@
 #!/bin/bash
 # "make bench": pristine 3.11.2 (built once under build/pristine-obj with the
 # same flags), the patched interpreter with the feature inactive, with
-# -X perf and with -X perf_jit, compared side by side.  ROUNDS=N (default 9),
+# -X perf and with -X perf_jit, compared side by side; then new functions
+# with arenas the loader knows against anonymous ones, and costs of fork,
+# unwinds, prefork workers and debuggers.  ROUNDS=N (default 9),
 # BENCH_JSON=file; METRIC=instructions counts instructions with callgrind
 # instead of timing (one round is enough: the counts are stable).
 set -euo pipefail
@@ -16,6 +18,19 @@ if [ ! -x "$POBJ/python" ]; then
     make -C "$POBJ" -j"$(nproc)" >"$POBJ/make.log" 2>&1 \
         || { tail -30 "$POBJ/make.log" >&2; die "build of pristine failed"; }
 fi
+# The patched tree built without memfd_create(), so that every arena stays
+# anonymous memory, as before Python/perf_loader.c (built once under
+# build/anon-obj): what the loader costs a new function.
+AOBJ=$BUILD/anon-obj
+mkdir -p "$AOBJ"
+if [ ! -f "$AOBJ/Makefile" ]; then
+    (cd "$AOBJ" && "$SRC/configure" -q CFLAGS="$OPT_CFLAGS" \
+        ac_cv_func_memfd_create=no) \
+        || die "configure with anonymous arenas failed"
+fi
+note "building $PY_VERSION with anonymous arenas in $AOBJ"
+make -C "$AOBJ" -j"$(nproc)" >"$AOBJ/make.log" 2>&1 \
+    || { tail -30 "$AOBJ/make.log" >&2; die "build with anonymous arenas failed"; }
 METRIC=${METRIC:-time}
 if [ "$METRIC" = instructions ]; then
     "$TOP/Tools/perf/deps.sh" --bench
@@ -29,6 +44,16 @@ note "benchmarking ($METRIC, rounds: ${ROUNDS:-9}); this takes a few minutes"
     --config "perf=$BUILD/python,-X,perf" \
     --config "perf_jit=$BUILD/python,-X,perf_jit" \
     ${BENCH_JSON:+--json "$BENCH_JSON"} ${BENCH_ARGS:-}
+
+# New functions with arenas the dynamic loader knows, against anonymous
+# arenas (the first configuration of each pair).
+for backend in perf perf_jit; do
+    note "new functions, -X $backend: anonymous arenas, then arenas the loader knows"
+    "$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-9}" \
+        --metric "$METRIC" --only new_functions,new_functions_later \
+        --config "anonymous=$AOBJ/python,-X,$backend" \
+        --config "loader=$BUILD/python,-X,$backend"
+done
 
 # Fork cost (time is measured even with METRIC=instructions: callgrind does
 # not follow forked children).

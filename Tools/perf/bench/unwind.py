@@ -15,12 +15,16 @@ Then times glibc's backtrace() from C code that Python code called 50
 calls deep, against the same walk from the top: with trampolines, each of
 those calls adds two native frames (its trampoline and the evaluator's),
 which backtrace() walks through since the dynamic loader knows the arenas
-(Python/perf_loader.c); without them, none.
+(Python/perf_loader.c); without them, none.  The same, 50 calls deep
+through C (operator.call()), gives every configuration native frames to
+walk: without trampolines, only frames of the interpreter's own code.
 
 The configurations run interleaved, ROUNDS times: without trampolines,
 with -X perf, and with -X perf deactivated before the measurement.
-Prints the minimum per throw, in microseconds, and the minimum cost of
-the deeper walk's extra frames, in nanoseconds per frame.
+Prints the minimum per throw, in microseconds, the minimum cost of each
+deeper walk's extra frames, in nanoseconds per frame, and the cost of a
+frame walked through trampolines against a frame of the interpreter's
+own code.
 """
 
 import os
@@ -46,6 +50,7 @@ def child(code_objects, mode):
         best = min(best, (time.perf_counter() - start) / n)
 
     import ctypes
+    import operator
     libc = ctypes.PyDLL(None)
     libc.backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
     addrs = (ctypes.c_void_p * 1024)()
@@ -61,11 +66,18 @@ def child(code_objects, mode):
     def deep(depth):
         return walk() if depth == 0 else deep(depth - 1)
 
+    def deep_through_c(depth):
+        if depth == 0:
+            return walk()
+        return operator.call(deep_through_c, depth - 1)
+
     top_frames, top = deep(0)
-    frames, deepest = deep(50)
-    extra = frames - top_frames
-    per_frame = (deepest - top) / extra if extra else 0.0
-    print(f"child {os.getpid()} {best * 1e6:.3f} {extra} {per_frame:.1f}",
+    walks = []
+    for frames, fastest in (deep(50), deep_through_c(50)):
+        extra = frames - top_frames
+        per_frame = (fastest - top) / extra if extra else 0.0
+        walks.append(f"{extra} {per_frame:.1f}")
+    print(f"child {os.getpid()} {best * 1e6:.3f} {' '.join(walks)}",
           flush=True)
 
 
@@ -74,9 +86,11 @@ def run(cmd):
                          stdin=subprocess.DEVNULL, text=True, check=False)
     for line in out.stdout.splitlines():
         if line.startswith("child "):
-            _, pid, throw, frames, per_frame = line.split()
+            _, pid, throw, *walks = line.split()
             remove_files(int(pid))
-            return float(throw), int(frames), float(per_frame)
+            return float(throw), [(int(frames), float(per_frame))
+                                  for frames, per_frame
+                                  in zip(walks[::2], walks[1::2])]
     raise SystemExit(f"{cmd} failed ({out.returncode}):\n"
                      + (out.stdout + out.stderr)[-2000:])
 
@@ -94,23 +108,36 @@ def main():
     modes = {"no trampolines": "plain", "-X perf": "active",
              "-X perf, deactivated": "deactivated"}
     best = {name: float("inf") for name in configs}
-    walks = {name: (0, float("inf")) for name in configs}
+    # For each configuration and depth: frames more than at the top, and
+    # the minimum cost of each.
+    walks = {name: [(0, float("inf"))] * 2 for name in configs}
     for _ in range(rounds):
         for name, flags in configs.items():
             cmd = [sys.executable, *flags, __file__, "--child",
                    str(code_objects), modes[name]]
-            throw, frames, per_frame = run(cmd)
+            throw, measured = run(cmd)
             best[name] = min(best[name], throw)
-            if frames:
-                walks[name] = (frames, min(walks[name][1], per_frame))
+            walks[name] = [(frames, min(old, per_frame))
+                           for (_, old), (frames, per_frame)
+                           in zip(walks[name], measured)]
+
+    def described(frames, per_frame):
+        return f"{frames} frames more, {per_frame:.0f} ns each" if frames \
+            else "no frames more"
+
     base = best["no trampolines"]
     for name, throw in best.items():
-        frames, per_frame = walks[name]
-        walk = (f"backtrace() {frames} frames more at 50 calls deep, "
-                f"{per_frame:.0f} ns each" if frames
-                else "backtrace() no frames more at 50 calls deep")
+        python_calls, c_calls = walks[name]
         print(f"unwind {name:<21} throw {throw:6.2f} us "
-              f"({throw / base:.2f}x); {walk}")
+              f"({throw / base:.2f}x); backtrace() 50 calls deep: "
+              f"{described(*python_calls)}; through C: "
+              f"{described(*c_calls)}")
+    ordinary = walks["no trampolines"][1][1]
+    for what, (frames, per_frame) in zip(("", " through C"),
+                                         walks["-X perf"]):
+        print(f"unwind -X perf: a frame of the walk{what} costs "
+              f"{per_frame / ordinary:.2f}x a frame of the interpreter's "
+              f"own code without trampolines")
 
 
 if __name__ == "__main__":
