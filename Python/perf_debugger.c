@@ -16,9 +16,9 @@
    global non-recursive lock and sorts new objects with malloc() inside a
    lookup, so an unwinder in a signal handler (in-process samplers, crash
    handlers) could deadlock or corrupt the heap, and each registered
-   object makes every unwind in the process slower.  Without it, such an
-   unwinder stops at the innermost trampoline, as it does at any code
-   without unwind information; walking frame pointers still goes through.
+   object makes every unwind in the process slower.  Such unwinders find
+   the trampolines' unwind information through the dynamic loader instead
+   (Python/perf_loader.c).
 
    Images are made per batch of IMAGE_SLOTS consecutive trampoline slots
    of an arena, with the FDEs of all of them from the start, so a debugger
