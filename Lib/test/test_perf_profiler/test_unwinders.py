@@ -8,6 +8,7 @@ same walk to the start of the thread, with the trampolines' frames in
 between.
 """
 
+import ctypes
 import json
 import os
 import shlex
@@ -264,25 +265,33 @@ else:
 """
 
 
-def cxx_compiler():
-    """The C++ compiler this Python was built with, as a list, or None."""
-    cxx = shlex.split(sysconfig.get_config_var("CXX") or "")
-    if not cxx or shutil.which(cxx[0]) is None:
-        return None
-    return cxx
-
-
 class TestCxxExceptions(PerfTestCase):
 
-    def test_throw_across_python_frames(self):
-        cxx = cxx_compiler()
-        if cxx is None:
+    def build_library(self, directory):
+        """Build CXX_LIBRARY with the C++ compiler Python was built with,
+        and return its path; skip the test if that cannot be done."""
+        cxx = shlex.split(sysconfig.get_config_var("CXX") or "")
+        if not cxx or shutil.which(cxx[0]) is None:
             self.skipTest("no C++ compiler")
+        library = os.path.join(directory, "libthrow.so")
+        proc = subprocess.run([*cxx, "-shared", "-fPIC", "-O2", "-x", "c++",
+                               "-", "-o", library],
+                              input=CXX_LIBRARY.encode(),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        if proc.returncode != 0:
+            self.skipTest(f"{cxx[0]} cannot build a C++ library: "
+                          f"{proc.stdout[-500:]!r}")
+        # A C compiler driver (CXX of a cross build) does not link the C++
+        # runtime.
+        try:
+            ctypes.CDLL(library)
+        except OSError as exc:
+            self.skipTest(f"the C++ library cannot be loaded: {exc}")
+        return library
+
+    def test_throw_across_python_frames(self):
         program = self.write_script(CXX_PROGRAM)
-        library = os.path.join(os.path.dirname(program), "libthrow.so")
-        subprocess.run([*cxx, "-shared", "-fPIC", "-O2", "-x", "c++", "-",
-                        "-o", library], input=CXX_LIBRARY.encode(),
-                       check=True)
+        library = self.build_library(os.path.dirname(program))
         # A forked child does what the main thread does; the parent reports.
         expected = {"main": "below 7\ncaught 42\n",
                     "thread": "below 7\ncaught 42\n",
