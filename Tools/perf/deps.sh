@@ -15,10 +15,11 @@ for arg in "$@"; do
     case "$arg" in
         # "make test" also checks that the template assembles for aarch64
         # and riscv64, opens pyprofile's flame graphs in a browser, traces
-        # the system calls of a forked child and unwinds with libunwind.
+        # the system calls of a forked child, unwinds with libunwind and
+        # walks trampolined stacks with eu-stack and bpftrace.
         --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
 gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb strace
-libunwind8"
+libunwind8 elfutils bpftrace"
                 flamegraph=yes ;;
         # Tools/perf/pyprofile renders with d3-flame-graph from npm.
         --flamegraph) flamegraph=yes ;;

@@ -4,7 +4,8 @@ Trampolines are described to debuggers through the GDB JIT interface (an
 in-memory ELF image per batch of trampolines, linked into
 __jit_debug_descriptor), never to libgcc's unwinder.  The first tests
 check those descriptions from inside the process; the others run gdb,
-lldb and glibc's backtrace() on trampolined stacks.
+lldb, eu-stack (elfutils), bpftrace and glibc's backtrace() on
+trampolined stacks.
 """
 
 import os
@@ -647,13 +648,12 @@ class DebuggerTestCase(PerfTestCase):
         args += ["--args", executable or sys.executable, *flags, script]
         return self.run_debugger(args)
 
-    def start_perf_script(self, script):
-        """Start script with -X perf and support.LONG_TIMEOUT as its
+    def start_perf_script(self, script, flags=("-X", "perf")):
+        """Start script with flags and support.LONG_TIMEOUT as its
         argument (how long it may sleep), its stdout a pipe; it is killed
         and its files are removed at cleanup."""
         proc = subprocess.Popen(
-            [sys.executable, "-X", "perf", script,
-             str(support.LONG_TIMEOUT)],
+            [sys.executable, *flags, script, str(support.LONG_TIMEOUT)],
             stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
             env=self.make_env())
         self.forget_files(proc.pid)
@@ -1008,6 +1008,387 @@ class TestLldb(DebuggerTestCase):
         expected = [name.format(script=script) for name in THREE_NAMES]
         self.assertEqual(frames[:3], expected, out)
         self.assertIn("Py_BytesMain", out)
+
+
+# The programs of the eu-stack and bpftrace tests.  They make 30,000
+# functions first, whose trampolines fill several arenas, each opened as an
+# object of the dynamic loader (Python/perf_loader.c), and count the objects
+# without a name in the loader's list (the main program's, and the
+# arenas').  Then they print "PID N OBJECTS M" three trampolined calls
+# deep.
+MANY_ARENAS = """
+    import ctypes, os, sys, time
+
+    class LinkMap(ctypes.Structure):
+        pass
+
+    LinkMap._fields_ = [("l_addr", ctypes.c_void_p),
+                        ("l_name", ctypes.c_char_p),
+                        ("l_ld", ctypes.c_void_p),
+                        ("l_next", ctypes.POINTER(LinkMap)),
+                        ("l_prev", ctypes.POINTER(LinkMap))]
+
+    class RDebug(ctypes.Structure):
+        _fields_ = [("r_version", ctypes.c_int),
+                    ("r_map", ctypes.POINTER(LinkMap))]
+
+    def unnamed_objects():
+        n = 0
+        entry = RDebug.in_dll(ctypes.CDLL(None), "_r_debug").r_map
+        while entry:
+            n += not entry.contents.l_name
+            entry = entry.contents.l_next
+        return n
+
+    ns = {}
+    exec("\\n".join(f"def fn{i}(): return {i}" for i in range(30000)), ns)
+    for i in range(30000):
+        ns[f"fn{i}"]()
+    objects = unnamed_objects()
+
+    def middle():
+        inner()
+
+    def outer():
+        middle()
+"""
+
+# Sleeps for sys.argv[1] seconds in one call of time.sleep().
+SLEEP_THREE_DEEP = MANY_ARENAS + """
+    def inner():
+        print("PID", os.getpid(), "OBJECTS", objects, flush=True)
+        time.sleep(float(sys.argv[1]))
+
+    outer()
+"""
+
+# Calls time.sleep() again and again for sys.argv[1] seconds: each call
+# reaches _PyTime_FromSecondsObject(), which bpftrace probes.
+SLEEP_LOOP_THREE_DEEP = MANY_ARENAS + """
+    def inner():
+        print("PID", os.getpid(), "OBJECTS", objects, flush=True)
+        end = time.monotonic() + float(sys.argv[1])
+        while time.monotonic() < end:
+            time.sleep(0.05)
+
+    outer()
+"""
+
+# The Python functions on the stacks of both programs, innermost first.
+SLEEPING_FUNCTIONS = ("inner", "middle", "outer", "<module>")
+
+
+def wait_until_asleep(pid):
+    """Wait until the process pid sleeps (state S), for at most
+    support.LONG_TIMEOUT seconds.  Return whether it does."""
+    deadline = time.monotonic() + support.LONG_TIMEOUT
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/stat") as f:
+            state = f.read().rpartition(")")[2].split()[0]
+        if state == "S":
+            return True
+        time.sleep(0.01)
+    return False
+
+
+class ToolTestCase(DebuggerTestCase):
+    """Runs a tool on the same program without trampolines and with each
+    backend, and compares what the tool says."""
+
+    # Only measured on x86-64: elsewhere, the tests compare what the tools
+    # say, but not how far they walk.
+    WALKS_MEASURED = platform.machine() == "x86_64"
+
+    def setUp(self):
+        super().setUp()
+        # The programs count the loader's objects with ctypes.
+        import_helper.import_module("ctypes")
+
+    def start_program(self, script, backend):
+        """Start script, without trampolines if backend is None; return
+        its Popen once it sleeps three calls deep, and the number of
+        objects without a name in its loader's list."""
+        flags = () if backend is None else ("-X", backend)
+        proc = self.start_perf_script(script, flags)
+        line = proc.stdout.readline().decode("utf-8", "replace")
+        m = re.fullmatch(r"PID (\d+) OBJECTS (\d+)\n", line)
+        self.assertIsNotNone(m, f"the program printed {line!r}")
+        self.assertEqual(int(m.group(1)), proc.pid)
+        self.assertTrue(wait_until_asleep(proc.pid),
+                        f"{proc.pid} did not go to sleep")
+        return proc, int(m.group(2))
+
+    def run_tool(self, args, timeout=support.LONG_TIMEOUT):
+        """Run args; return (returncode, stdout, stderr)."""
+        proc = subprocess.run(args, stdin=subprocess.DEVNULL,
+                              capture_output=True, env=debugger_env(),
+                              timeout=timeout)
+        return (proc.returncode, proc.stdout.decode("utf-8", "replace"),
+                proc.stderr.decode("utf-8", "replace"))
+
+    def complaints(self, out, err, frame_re):
+        """The lines of err and the lines of out that are not frames
+        (matched by frame_re), without the numbers that differ between
+        processes (PIDs, addresses)."""
+        lines = err.splitlines() + [line for line in out.splitlines()
+                                    if not frame_re.match(line)]
+        return {re.sub(r"\b0x[0-9a-fA-F]+\b|\d+", "N", line)
+                for line in lines if line.strip()}
+
+    def check_frames(self, frames, plain, pid, backend, script):
+        """frames [(address, name or None)], innermost first, go through
+        the trampolines of SLEEPING_FUNCTIONS, in order, with one frame of
+        the evaluation loop between two of them, and the other frames are
+        those of the program without trampolines (plain: names, innermost
+        first).  Return the frames in trampolines: [(the name the tool
+        gave, the trampoline's name in the description file)]."""
+        entries = self.described_entries(pid, backend)
+        inside, positions = [], []
+        for i, (addr, name) in enumerate(frames):
+            # A return address may be the end of its trampoline.
+            pc = addr if i == 0 else addr - 1
+            for start, size, entry_name in entries:
+                if start <= pc < start + size:
+                    inside.append((name, entry_name))
+                    positions.append(i)
+                    break
+        report = "\n".join(f"{addr:#x} {name}" for addr, name in frames)
+        self.assertEqual([entry_name for _, entry_name in inside],
+                         [f"py::{name}:{script}"
+                          for name in SLEEPING_FUNCTIONS], report)
+        first = positions[0]
+        self.assertEqual(positions,
+                         list(range(first, first + 2 * len(positions), 2)),
+                         report)
+        # The evaluation loop called the innermost trampoline, and was
+        # called by every trampoline but the outermost.
+        loop = {frames[i][1] for i in range(first - 1, positions[-1], 2)}
+        self.assertEqual(len(loop), 1, report)
+        self.assertEqual([name for i, (_, name) in enumerate(frames)
+                          if not first <= i <= positions[-1]],
+                         plain, report)
+        return inside
+
+
+# One frame of eu-stack's output: "#N  0xADDRESS NAME"; the name is missing
+# where eu-stack has none.
+EU_STACK_FRAME_RE = re.compile(r"^#\d+\s+0x([0-9a-f]+)(?:\s+(\S.*))?$")
+
+
+class TestEuStack(ToolTestCase):
+    """eu-stack (elfutils) on a live process and on a core file.  elfutils
+    finds the arenas in /proc/PID/maps and in a core file as mappings of
+    "/dev/zero (deleted)", modules without an ELF file, and says nothing
+    about them.  It walks through the trampolines (finding no unwind
+    information for them, elfutils falls back on the frame pointer, which
+    each trampoline keeps; measured also with an interpreter built without
+    frame pointers), but reads neither perf maps nor the GDB JIT
+    interface, so it gives the trampolines' frames no name."""
+
+    def setUp(self):
+        if shutil.which("eu-stack") is None:
+            self.skipTest("eu-stack (elfutils) is not installed")
+        super().setUp()
+
+    def eu_stack(self, args):
+        """Run eu-stack with args; return (returncode, complaints,
+        [(address, name or None)] of the first thread, innermost
+        first)."""
+        rc, out, err = self.run_tool(["eu-stack", *args])
+        frames = []
+        for line in out.splitlines():
+            if line.startswith("TID ") and frames:
+                break
+            m = EU_STACK_FRAME_RE.match(line)
+            if m:
+                frames.append((int(m.group(1), 16), m.group(2)))
+        return rc, self.complaints(out, err, EU_STACK_FRAME_RE), frames
+
+    def check(self, stack_of):
+        """Compare stack_of(pid) (an eu-stack result) for the program
+        without trampolines and with each backend."""
+        script = self.write_script(SLEEP_THREE_DEEP)
+        results = {}
+        for backend in (None, "perf", "perf_jit"):
+            proc, objects = self.start_program(script, backend)
+            results[backend] = (proc.pid, objects, *stack_of(proc.pid))
+            proc.kill()
+            proc.wait()
+        _, plain_objects, plain_rc, plain_complaints, plain_frames = (
+            results[None])
+        plain_names = [name for _, name in plain_frames]
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, objects, rc, complaints, frames = results[backend]
+                # Several arenas were objects of the loader.
+                self.assertGreaterEqual(objects, plain_objects + 2)
+                self.assertEqual(rc, plain_rc)
+                self.assertEqual(complaints, plain_complaints)
+                if not self.WALKS_MEASURED:
+                    self.skipTest("how far eu-stack walks was measured on "
+                                  "x86-64 only")
+                if "Py_BytesMain" not in plain_names:
+                    self.skipTest("eu-stack does not reach Py_BytesMain "
+                                  "without trampolines")
+                self.check_frames(frames, plain_names, pid, backend, script)
+
+    def test_live(self):
+        self.check(lambda pid: self.eu_stack(["-p", str(pid)]))
+
+    @requires_gdb
+    @skip_core_files_under_asan
+    def test_core(self):
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmpdir)
+
+        def stack_of(pid):
+            core = os.path.join(tmpdir, f"core.{pid}")
+            out = self.run_debugger(
+                ["gdb", "-nx", "-batch", "-p", str(pid),
+                 "-ex", f"gcore {core}"], timeout=support.LONG_TIMEOUT)
+            self.assertTrue(os.path.exists(core), out)
+            result = self.eu_stack([f"--core={core}",
+                                    f"--executable={sys.executable}"])
+            os.unlink(core)
+            return result
+
+        self.check(stack_of)
+
+
+_bpftrace_usable = None
+
+
+def bpftrace_usable():
+    """None if bpftrace can load a program here and sees the PIDs of
+    this PID namespace, else why not."""
+    global _bpftrace_usable
+    if _bpftrace_usable is None:
+        _bpftrace_usable = ""
+        if shutil.which("bpftrace") is None:
+            _bpftrace_usable = "bpftrace is not installed"
+            return _bpftrace_usable
+        proc = subprocess.Popen(
+            ["bpftrace", "-e", 'BEGIN { printf("PID %d\\n", pid); exit(); }'],
+            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE, env=debugger_env())
+        with proc:
+            try:
+                out, err = proc.communicate(timeout=support.LONG_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.communicate()
+                _bpftrace_usable = "bpftrace timed out loading a program"
+                return _bpftrace_usable
+        out = out.decode("utf-8", "replace")
+        err = err.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            _bpftrace_usable = (f"bpftrace cannot load a program here: "
+                                f"{err[-500:]}")
+        elif f"PID {proc.pid}\n" not in out:
+            # Its programs see the PIDs of another PID namespace: a
+            # predicate on the PID of a process would never hold.
+            _bpftrace_usable = (f"bpftrace sees PIDs of another PID "
+                                f"namespace: {out[-200:]!r} for {proc.pid}")
+    return _bpftrace_usable or None
+
+
+def interpreter_binary(pid):
+    """The file of the process pid that holds the interpreter's code."""
+    if shared_libpython():
+        with open(f"/proc/{pid}/maps") as f:
+            for line in f:
+                fields = line.split(maxsplit=5)
+                if (len(fields) == 6 and
+                        os.path.basename(fields[5]).startswith("libpython")):
+                    return fields[5].rstrip("\n")
+    return os.path.realpath(sys.executable)
+
+
+# One frame of ustack(perf): "\tADDRESS SYMBOL+OFFSET (MODULE)", or
+# "\tADDRESS 0xADDRESS ([unknown])" where bpftrace has no name.
+BPFTRACE_FRAME_RE = re.compile(r"^\t([0-9a-f]+) (.+?)(?:\+\d+)? \((.*)\)$")
+
+
+class TestBpftrace(ToolTestCase):
+    """bpftrace prints the user stack of a uprobe (the kernel walks it by
+    frame pointers).  It names the trampolines of the perf backend from
+    /tmp/perf-PID.map (bcc's symbolizer, for addresses outside the ELF
+    files of the process); the perf_jit backend writes no perf map, and
+    bpftrace reads no jitdump, so it gives those frames no name.  With
+    either backend, it says nothing more than without trampolines."""
+
+    def setUp(self):
+        reason = bpftrace_usable()
+        if reason:
+            self.skipTest(reason)
+        super().setUp()
+
+    def bpftrace(self, pid):
+        """The user stack of the first call of _PyTime_FromSecondsObject()
+        in pid that bpftrace sees: (returncode, complaints,
+        [(address, name or None)], [module]), innermost first."""
+        # bpftrace 0.17 probes every process that runs the binary (-p
+        # does not restrict a uprobe), some of which may be other tests':
+        # the predicate keeps pid's calls only.
+        program = (f"uprobe:{interpreter_binary(pid)}:"
+                   f"_PyTime_FromSecondsObject /pid == {pid}/ "
+                   '{ printf("%s\\n", ustack(perf)); exit(); }')
+        rc, out, err = self.run_tool(["bpftrace", "-p", str(pid),
+                                      "-e", program])
+        frames, modules = [], []
+        for line in out.splitlines():
+            m = BPFTRACE_FRAME_RE.match(line)
+            if m:
+                addr, name, module = m.groups()
+                frames.append((int(addr, 16),
+                               None if name == f"0x{addr}" else name))
+                modules.append(module)
+        return (rc, self.complaints(out, err, BPFTRACE_FRAME_RE), frames,
+                modules, out + err)
+
+    def test_ustack(self):
+        script = self.write_script(SLEEP_LOOP_THREE_DEEP)
+        results = {}
+        for backend in (None, "perf", "perf_jit"):
+            proc, objects = self.start_program(script, backend)
+            try:
+                result = self.bpftrace(proc.pid)
+            except subprocess.TimeoutExpired:
+                if backend is None:
+                    self.skipTest("bpftrace saw no call of the uprobed "
+                                  "function")
+                raise
+            proc.kill()
+            proc.wait()
+            _, _, frames, _, output = result
+            if backend is None and not frames:
+                self.skipTest(f"bpftrace cannot trace the interpreter "
+                              f"here: {output[-500:]}")
+            results[backend] = (proc.pid, objects, *result)
+        _, plain_objects, plain_rc, plain_complaints, plain_frames, _, _ = (
+            results[None])
+        plain_names = [name for _, name in plain_frames]
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                pid, objects, rc, complaints, frames, modules, output = (
+                    results[backend])
+                self.assertGreaterEqual(objects, plain_objects + 2)
+                self.assertEqual(rc, plain_rc, output)
+                self.assertEqual(complaints, plain_complaints)
+                if not self.WALKS_MEASURED:
+                    self.skipTest("how far bpftrace walks was measured on "
+                                  "x86-64 only")
+                if "Py_BytesMain" not in plain_names:
+                    self.skipTest("the kernel does not walk the "
+                                  "interpreter's frames to Py_BytesMain "
+                                  "(no frame pointers?)")
+                inside = self.check_frames(frames, plain_names, pid,
+                                           backend, script)
+                if backend == "perf":
+                    self.assertEqual([name for name, _ in inside],
+                                     [described
+                                      for _, described in inside])
+                    self.assertIn(perf_map_path(pid), modules)
 
 
 if __name__ == "__main__":
