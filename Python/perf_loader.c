@@ -131,16 +131,35 @@ write_image(loader_image *image, size_t code_size, size_t page,
     _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off - (hdr_off + 4)));
     _PyPerfBuf_PutU32(&hdr, (uint32_t)slots);
 
-    /* .eh_frame: a CIE and an FDE per slot, pc-relative. */
+    /* .eh_frame: a CIE and an FDE per slot, pc-relative.  The FDEs
+       differ only in their CIE pointer and start address (the fields at
+       4 and 8), which are relative to where they are: the first is
+       written, the others are copies of it with those fields moved (at
+       startup, writing each took most of the time of an arena). */
     _PyPerfBuf eh = {buf + eh_off, 0, image->ro_size - eh_off};
     size_t cie = _PyPerfUnwind_WriteCIE(&eh, 0);
+    size_t first = _PyPerfUnwind_WriteFDE(&eh, cie, 0, code_size,
+                                          (int64_t)text_off, (int64_t)eh_off);
+    size_t fde_size = eh.len - first;
+    assert(first + slots * fde_size + 4 <= eh.cap);
+    uint32_t cie_pointer, start;
+    memcpy(&cie_pointer, eh.buf + first + 4, 4);
+    memcpy(&start, eh.buf + first + 8, 4);
     for (size_t i = 0; i < slots; i++) {
-        size_t text = text_off + i * image->stride;
-        size_t fde = _PyPerfUnwind_WriteFDE(&eh, cie, 0, code_size,
-                                            (int64_t)text, (int64_t)eh_off);
-        _PyPerfBuf_PutU32(&hdr, (uint32_t)(text - hdr_off));
+        size_t fde = first + i * fde_size;
+        if (i > 0) {
+            memcpy(eh.buf + fde, eh.buf + first, fde_size);
+            uint32_t moved = cie_pointer + (uint32_t)(i * fde_size);
+            memcpy(eh.buf + fde + 4, &moved, 4);
+            moved = start + (uint32_t)(i * image->stride)
+                    - (uint32_t)(i * fde_size);
+            memcpy(eh.buf + fde + 8, &moved, 4);
+        }
+        _PyPerfBuf_PutU32(&hdr, (uint32_t)(text_off + i * image->stride
+                                           - hdr_off));
         _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off + fde - hdr_off));
     }
+    eh.len = first + slots * fde_size;
     _PyPerfBuf_PutU32(&eh, 0);              /* end of .eh_frame */
 
     /* The first page: headers, the dynamic section, an empty symbol
