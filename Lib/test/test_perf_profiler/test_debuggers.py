@@ -1391,5 +1391,67 @@ class TestBpftrace(ToolTestCase):
                     self.assertIn(perf_map_path(pid), modules)
 
 
+# One frame of lldb's bt: "  frame #N: 0xADDRESS MODULE`NAME ...", the
+# selected one marked with "*".
+LLDB_FRAME_RE = re.compile(r"^\s*\*?\s*frame #\d+: ")
+
+
+class TestLldbAttachedAndCore(ToolTestCase):
+    """lldb attached to a running program, and reading a core file of it,
+    names the trampolines' frames and says nothing about the program that
+    it does not say without trampolines."""
+
+    def setUp(self):
+        if shutil.which("lldb") is None:
+            self.skipTest("lldb is not installed")
+        super().setUp()
+
+    def lldb_bt(self, *args):
+        """Run lldb with args and "bt"; return (returncode, complaints,
+        output)."""
+        rc, out, err = self.run_tool(["lldb", "--no-lldbinit", "--batch",
+                                      *args, "-o", "bt"])
+        return rc, self.complaints(out, err, LLDB_FRAME_RE), out + err
+
+    @requires_gdb
+    @skip_core_files_under_asan
+    def test_no_new_messages(self):
+        script = self.write_script(SLEEP_THREE_DEEP)
+        tmpdir = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmpdir)
+        results = {}
+        for backend in (None, "perf", "perf_jit"):
+            proc, objects = self.start_program(script, backend)
+            attached = self.lldb_bt("-p", str(proc.pid))
+            # lldb 14 cannot write a core file of a Linux process.
+            core = os.path.join(tmpdir, f"core.{proc.pid}")
+            out = self.run_debugger(
+                ["gdb", "-nx", "-batch", "-p", str(proc.pid),
+                 "-ex", f"gcore {core}"], timeout=support.LONG_TIMEOUT)
+            self.assertTrue(os.path.exists(core), out)
+            from_core = self.lldb_bt("-c", core, sys.executable)
+            os.unlink(core)
+            proc.kill()
+            proc.wait()
+            results[backend] = (objects, {"attached": attached,
+                                          "core": from_core})
+        plain_objects, plain = results[None]
+        if "stop reason" not in plain["attached"][2]:
+            self.skipTest(f"lldb cannot attach here: "
+                          f"{plain['attached'][2][-500:]}")
+        for backend in ("perf", "perf_jit"):
+            objects, places = results[backend]
+            self.assertGreaterEqual(objects, plain_objects + 2)
+            for place, (rc, complaints, out) in places.items():
+                with self.subTest(backend=backend, place=place):
+                    self.assertEqual(rc, plain[place][0], out)
+                    self.assertEqual(complaints, plain[place][1])
+                    self.assertIn("Py_BytesMain", plain[place][2])
+                    names = re.findall(r"`py::(\S+) \(", out)
+                    self.assertEqual(names[:len(SLEEPING_FUNCTIONS)],
+                                     list(SLEEPING_FUNCTIONS), out)
+                    self.assertIn("Py_BytesMain", out)
+
+
 if __name__ == "__main__":
     unittest.main()
