@@ -247,7 +247,8 @@ class TestUnwindCost(PerfTestCase):
         # code (measured: 1.04); twice leaves room for a loaded machine.
         script = self.write_script(COST_PROGRAM)
         pid, rc, out, err = self.run_python("-X", "perf_jit", script,
-                                            "perf_jit")
+                                            "perf_jit",
+                                            timeout=support.LONG_TIMEOUT)
         result = self.last_json(out)
         trampolined, interpreter = (result["trampolined"],
                                     result["interpreter"])
