@@ -270,6 +270,9 @@ CXX_LIBRARY = r"""
 
 extern "C" {
 
+/* The interpreter's, found when the library is loaded. */
+int PyRun_SimpleStringFlags(const char *command, void *flags);
+
 int caught_below(int value)
 {
     try {
@@ -286,10 +289,10 @@ void throw_int(int value)
     throw value;
 }
 
-int call_and_catch(int (*callback)(void))
+int run_and_catch(const char *command)
 {
     try {
-        callback();
+        PyRun_SimpleStringFlags(command, NULL);
     }
     catch (int caught) {
         std::printf("caught %d\n", caught);
@@ -302,11 +305,15 @@ int call_and_catch(int (*callback)(void))
 }
 """
 
+# Run in the main thread, another thread, a forked child (the parent then
+# reports how it ended) or a subinterpreter.
 CXX_PROGRAM = r"""
-import ctypes, os, sys, threading
+import os, sys, threading
 
+THROWER = '''
+import ctypes, sys
 lib = ctypes.PyDLL(sys.argv[1])
-CALLBACK = ctypes.CFUNCTYPE(ctypes.c_int)
+lib.run_and_catch.argtypes = [ctypes.c_char_p]
 
 def a():
     return b()
@@ -318,7 +325,10 @@ def c():
 
 def throw_across_python():
     print("below", lib.caught_below(7), flush=True)
-    lib.call_and_catch(CALLBACK(a))
+    # a() runs in __main__, where this code runs.
+    lib.run_and_catch(b"a()")
+'''
+exec(THROWER)
 
 place = sys.argv[2]
 if place == "main":
@@ -327,13 +337,17 @@ elif place == "thread":
     t = threading.Thread(target=throw_across_python)
     t.start()
     t.join()
-else:
+elif place == "child":
     pid = os.fork()
     if pid == 0:
         throw_across_python()
         os._exit(1)
     status = os.waitpid(pid, 0)[1]
     print("child", os.waitstatus_to_exitcode(status), flush=True)
+else:
+    import _testcapi
+    _testcapi.run_in_subinterp(f"import sys\nsys.argv = {sys.argv!r}\n"
+                               + THROWER + "\nthrow_across_python()\n")
 """
 
 
@@ -367,7 +381,8 @@ class TestCxxExceptions(PerfTestCase):
         # A forked child does what the main thread does; the parent reports.
         expected = {"main": "below 7\ncaught 42\n",
                     "thread": "below 7\ncaught 42\n",
-                    "child": "below 7\ncaught 42\nchild 0\n"}
+                    "child": "below 7\ncaught 42\nchild 0\n",
+                    "subinterpreter": "below 7\ncaught 42\n"}
         for flags in ((), ("-X", "perf"), ("-X", "perf_jit")):
             for place, output in expected.items():
                 with self.subTest(flags=flags, place=place):
