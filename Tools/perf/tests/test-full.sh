@@ -60,6 +60,9 @@ for mode in $MODES; do
     rc=$?
     set -e
     sed -n '/^== Tests result/,$p' "$BUILD/test-full-$mode.log"
+    # Both runs' failures (subtests included) and the flaky tests by name.
+    "$OBJ/python" "$TOP/Tools/perf/tests/summary.py" \
+        "$BUILD/test-full-$mode.log" "$rc" || note "summary.py failed"
     cleanup_maps
     if [ $rc != 0 ]; then
         echo "full test suite ($mode) FAILED (exit $rc); log: $BUILD/test-full-$mode.log" >&2
