@@ -239,7 +239,6 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
 void
 _PyPerfTrampoline_FiniInterpreter(PyInterpreterState *interp)
 {
-    _PyPerfWatchdog_Forget(interp);
     deactivate(interp);
 }
 
@@ -317,6 +316,11 @@ _PyPerfTrampoline_Activate(const char *name)
         return -1;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* dlopen() waits for the loader's locks, which another thread may
+       hold while it waits for the GIL (Python/perf_loader.c). */
+    Py_BEGIN_ALLOW_THREADS
+    _PyPerfArena_Prepare(_PyPerf_backends[index]);
+    Py_END_ALLOW_THREADS
     const char *reason = NULL;
     if (activate(_PyInterpreterState_GET(), index, &reason) < 0) {
         int err = errno;
@@ -412,6 +416,7 @@ void
 _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    _PyPerfLoader_NoteStart();
     /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
     _PyPerfFile_Hold();
 #endif
@@ -420,8 +425,11 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
         return;
     }
 #ifdef PY_HAVE_PERF_TRAMPOLINE
-    /* Every interpreter starts with it, this one now. */
+    /* Every interpreter starts with it, this one now.  No other thread
+       runs Python code yet, so the loader may be waited for with the
+       GIL held. */
     _PyPerfCore.config_backend = index;
+    _PyPerfArena_Prepare(_PyPerf_backends[index]);
     const char *reason = NULL;
     if (activate(_PyInterpreterState_GET(), index, &reason) < 0) {
         PySys_FormatStderr(

@@ -17,9 +17,10 @@
    reservation of its own.  /proc/PID/maps calls such a mapping
    "/dev/zero (deleted)", which perf, like the tools that follow its
    conventions, treats as anonymous memory named by the perf map.  Where
-   the dynamic loader can be told, an arena is instead the text of an
-   object it knows, so that unwinders in the process walk through
-   trampolines (Python/perf_loader.c); its memory is the same kind. */
+   the dynamic loader was told at activation, an arena is instead part of
+   the text of an object it knows, so that unwinders in the process walk
+   through trampolines (Python/perf_loader.c); its memory is the same
+   kind. */
 
 #include "Python.h"
 #include "pycore_perf_core.h"
@@ -35,9 +36,7 @@
 #define TRAMPOLINE_ALIGN 16
 /* Each arena of a backend twice the size of the one before, up to the
    most: a process that makes few trampolines has little memory for them,
-   and one that makes many has few arenas, each an object that the dynamic
-   loader lists (a few hundred at a million perf_jit trampolines) and that
-   costs a dlopen() (Python/perf_loader.c). */
+   and one that makes many has few arenas to map. */
 #define ARENA_MIN_SIZE (64 * 1024)
 #define ARENA_MAX_SIZE (1024 * 1024)
 
@@ -48,6 +47,14 @@ _PyPerfArena_InitTemplate(void)
         _PyPerfCore.template_size = (size_t)(_Py_trampoline_func_end
                                              - _Py_trampoline_func_start);
     }
+}
+
+void
+_PyPerfArena_Prepare(const _PyPerfBackend *backend)
+{
+    _PyPerfArena_InitTemplate();
+    _PyPerfLoader_Open(_PyPerfArena_Stride(backend),
+                       _PyPerfCore.template_size);
 }
 
 /* Bytes a backend reports as one trampoline's code. */
@@ -107,16 +114,24 @@ _PyPerfArena_New(const _PyPerfBackend *backend, _PyPerfPool *pool)
     size_t size = pool->arena_size ? pool->arena_size : ARENA_MIN_SIZE;
     size_t step = _PyPerfArena_Stride(backend);
     if (page > 0) {
-        size = _Py_SIZE_ROUND_UP(size, (size_t)page);
+        /* Whole pages of whole slots (Python/perf_loader.c). */
+        size_t unit = (size_t)page;
+        while (unit % step != 0) {
+            unit += (size_t)page;
+        }
+        size = (size + unit - 1) / unit * unit;
     }
     if (_PyPerfCore.fail_arenas_for_testing) {
         errno = ENOMEM;
         return -1;
     }
     /* Where in-process unwinders find the slots' unwind data, if the
-       dynamic loader can be told. */
-    char *mem = _PyPerfLoader_NewText(size, step, _PyPerfCore.template_size);
-    if (mem == NULL) {
+       dynamic loader was told. */
+    char *mem = _PyPerfLoader_NewText(size, step);
+    if (mem != NULL) {
+        _PyPerfCore.unwindable_bytes += size;
+    }
+    else {
         mem = _PyPerfRegion_Alloc(&_PyPerfCore.arenas, size,
                                   PROT_READ | PROT_WRITE);
     }

@@ -72,10 +72,12 @@
    library 0.6% slower (in instructions).  Its descriptions are written
    when HELD_COUNT of them are held instead, besides the times above
    (the next description that finds them overdue, the GIL released, the
-   import done), and when the watchdog sees them due (Python/perf_watchdog.c):
-   it sets the thread's eval breaker once, so that an import that runs
-   Python code for long without releasing the GIL or describing anything
-   does not keep them back. */
+   import done).  So a module-level loop that runs for long without any
+   of these keeps up to HELD_COUNT - 1 names back until it does: nothing
+   else could interrupt it but a thread of ours (which made system calls
+   that need a process of one thread fail, such as
+   unshare(CLONE_NEWUSER)), a signal (the program's), or the eval breaker
+   kept set. */
 #define HELD_MAX (256 * 1024)
 #define HELD_COUNT 64
 #define HELD_FOR_NS (10 * 1000 * 1000)
@@ -635,7 +637,6 @@ int
 _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
                        int64_t now)
 {
-    int64_t arm = 0;
     LOCK();
     description_file *f = &files.file[kind];
     int res;
@@ -648,20 +649,11 @@ _PyPerfFile_WriteLater(int kind, const void *buf, size_t size,
                           ? Py_MIN(files.in_burst + 1, BURST_MIN) : 1);
         files.last_description = now;
         res = hold(f, buf, size, now);
-        int held_back = holding();
-        if (res == 0 && files.in_burst < BURST_MIN && !held_back) {
+        if (res == 0 && files.in_burst < BURST_MIN && !holding()) {
             res = flush(f);
-        }
-        else if (res == 0 && held_back && f->held_count == 1) {
-            /* The first held in a thread that keeps no eval breaker
-               set. */
-            arm = f->held_since + HELD_FOR_NS;
         }
     }
     UNLOCK();
-    if (arm != 0) {
-        _PyPerfWatchdog_Arm(arm);
-    }
     return res;
 }
 

@@ -1,43 +1,55 @@
-/* Arenas that the dynamic loader knows, so that in-process unwinders walk
+/* Text that the dynamic loader knows, so that in-process unwinders walk
    through trampolines.
 
    glibc's backtrace(), libgcc's _Unwind_Backtrace() and C++ exceptions,
    and libunwind find a frame's unwind information through the dynamic
    loader: libgcc 12 asks glibc's _dl_find_object(), which takes no lock
    and allocates nothing, and libunwind walks dl_iterate_phdr().  Neither
-   knows anonymous memory, so both stopped at the first trampoline.  An
-   arena made here is the text of a small ELF object opened with dlopen(),
-   whose .eh_frame_hdr lists an FDE for each slot.  Nothing is registered
-   with libgcc: __register_frame() takes a lock that a signal handler can
-   find held.
+   knows anonymous memory, so both stop at the first trampoline.  Nothing
+   is registered with libgcc either: __register_frame() takes a lock that
+   a signal handler can find held.
+
+   So each backend's arenas are carved out of the text of one small ELF
+   object that dlopen() loads once: its .eh_frame_hdr lists an FDE for
+   every slot handed out so far.  The loader is entered only when a
+   backend is activated, never when a trampoline is made: dlopen() waits
+   for the loader's locks, which another thread may hold while it waits
+   for the GIL (a dl_iterate_phdr() callback written in Python, a
+   library's constructor that runs Python), and a forked child of a
+   threaded parent may never get them.  _PyPerfLoader_Open() is called
+   with the GIL released (sys.activate_stack_trampoline()) or before any
+   other thread can run Python (-X perf at start-up), and not at all in a
+   forked child, whose arenas come from what its parent opened, or are
+   anonymous memory.
 
    The object has a read-only segment (ELF and program headers, a dynamic
    section, an empty symbol table, .eh_frame_hdr and .eh_frame) and the
-   text, which has no bytes in the file: the loader maps anonymous memory
-   for it.  Every pointer in the read-only segment is relative, so that
-   segment is the same for every arena of one slot stride.  It is built
-   once, in shared memory, and each new object's read-only segment is then
-   remapped onto those pages (mremap() of a shared mapping with old size
-   0): an arena costs no memory for its unwind data, and a forked child
-   shares it like the text.  The text is replaced by shared anonymous
-   memory, which Python/perf_arena.c fills.  /proc/PID/maps shows both as
-   "/dev/zero (deleted)", as it shows other arenas, to perf and in core
-   files.
+   text, which has no bytes in the file.  The read-only segment is a
+   memfd mapped shared, over the loader's private copy, and through a
+   second, writable view: each new arena's FDEs and search-table entries
+   are written there, then the table's count grows.  An entry depends on
+   nothing but its slot's place in the text, so a forked child, which
+   shares these pages, writes the same bytes as its parent for the same
+   slots, and the count only grows.  The text is shared anonymous memory,
+   reserved and made accessible an arena at a time, which
+   Python/perf_arena.c fills; a forked child replaces the part its parent
+   had not handed out before it uses any.  /proc/PID/maps shows the text
+   as "/dev/zero (deleted)", as it shows anonymous arenas, to perf and in
+   core files.
 
-   dlopen() reads the object from a memfd holding only the first page
-   (the loader reads nothing else; the rest is a hole).  Its path is
-   /proc/PID/fd/N, not /proc/self/fd/N: a debugger reads each new object's
-   path while dlopen() runs, in its own process, where /proc/self/fd/N is
-   one of its own descriptors (gdb blocked reading its own pipe).  Once
-   loaded, the object's name is emptied, as the main program's is, so
-   that debuggers and core files skip it.  The loader returns the object
-   already loaded under a name instead of loading another: descriptor
-   numbers are reused, so "./" components make each path of the process
-   new.
+   dlopen() reads the object's first page from the memfd through
+   /proc/PID/task/TID/fd/N: a debugger reads each new object's path while
+   dlopen() runs, in its own process, where /proc/self/... would be its
+   own; and the loader keeps the name, to return this object to a later
+   dlopen() of the same path, so the path is not one a program opens its
+   own memfds by (/proc/self/fd/N, /proc/PID/fd/N).  Once loaded, the
+   object's name is emptied, as the main program's is, so that debuggers
+   and core files skip it.  The memfd stays mapped, so its inode, which
+   the loader also matches, is never another file's.
 
-   If anything fails (no memfd_create(), no /proc, a loader that
-   refuses), the process keeps anonymous arenas, which unwinders in the
-   process do not walk through, as before this file. */
+   If anything fails (no memfd_create(), no /proc, a loader that refuses,
+   a forked child, more slots than the object has), arenas are anonymous
+   memory, which unwinders in the process do not walk through. */
 
 #include "Python.h"
 #include "pycore_perf_backend.h"
@@ -48,7 +60,9 @@
 #  include <dlfcn.h>              // dlopen(), dlinfo()
 #  include <elf.h>
 #  include <link.h>               // struct link_map
-#  include <sys/mman.h>           // memfd_create(), mmap(), mremap()
+#  include <pthread.h>
+#  include <sys/mman.h>           // memfd_create(), mmap()
+#  include <sys/syscall.h>        // SYS_gettid
 #  include <unistd.h>
 #  define LOADER_KNOWS_ARENAS
 #endif
@@ -84,83 +98,91 @@
 #define PHDRS 5
 #define DYNAMIC_ENTRIES 5
 
-/* The read-only segment for one slot stride and text size. */
+/* Slots of an object: 16 MiB of perf trampolines, 112 MiB of perf_jit
+   ones (x86-64), of address space reserved, not memory.  The unwind data
+   of all of them takes 40 MiB of address space; pages of it are used as
+   slots are handed out.  Arenas beyond are anonymous. */
+#define MAX_SLOTS ((size_t)1 << 20)
+
+/* The object of one slot stride.  Set up by _PyPerfLoader_Open() under
+   open_lock, then used by _PyPerfLoader_NewText() under the GIL once
+   "ready" is set. */
 typedef struct {
-    size_t stride;
+    size_t stride;              /* 0: this entry is free */
+    int ready;                  /* set last, atomically */
     size_t text_size;
-    size_t ro_size;               /* whole pages; the text follows */
-    char *ro;                     /* shared memory, read-only */
-} loader_image;
+    char *text;                 /* in the object */
+    size_t used;                /* bytes of text handed out */
+    long owner;                 /* the process whose reservation the
+                                   rest of the text is */
+    unsigned char *rw;          /* writable view of the read-only segment */
+    size_t hdr_off;             /* .eh_frame_hdr, from the object's base */
+    size_t fde_off;             /* the first FDE */
+    size_t fde_size;
+    size_t text_off;
+    unsigned char fde[_PyPerfUnwind_FDE_MAX_SIZE];  /* the first FDE */
+} loader_object;
 
-/* perf and perf_jit have a stride each, and arenas of 5 sizes
-   (Python/perf_arena.c); room for a few more. */
-#define MAX_IMAGES 16
-static loader_image images[MAX_IMAGES];
-static int failed;                /* once: anonymous arenas from then on */
-static unsigned long opened;      /* objects of this process and its
-                                     ancestors, for distinct paths */
+/* perf and perf_jit have a stride each; room for one more. */
+#define MAX_OBJECTS 3
+static loader_object objects[MAX_OBJECTS];
+static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
+/* The process that started the runtime: a forked child never opens. */
+static long start_pid;
 
-/* Lay out the object and write its read-only segment into buf (of
-   image->ro_size bytes, zeroed).  With buf NULL, compute ro_size only.
-   The first page holds what the loader reads; the unwind data starts on
-   the second. */
+/* Lay out the object for obj->stride and code_size bytes of code per
+   slot, and write its headers, .eh_frame_hdr's header and the CIE into
+   buf (of *ro_size bytes, zeroed).  With buf NULL, compute *ro_size and
+   the offsets in obj only. */
 static void
-write_image(loader_image *image, size_t code_size, size_t page,
-            unsigned char *buf)
+write_headers(loader_object *obj, size_t code_size, size_t page,
+              unsigned char *buf, size_t *ro_size)
 {
-    size_t slots = image->text_size / image->stride;
-    size_t hdr_off = page;
+    size_t slots = obj->text_size / obj->stride;
     size_t hdr_size = 12 + 8 * slots;
-    size_t eh_off = _Py_SIZE_ROUND_UP(hdr_off + hdr_size, 8);
-    size_t eh_max = (_PyPerfUnwind_CIE_MAX_SIZE
-                     + slots * _PyPerfUnwind_FDE_MAX_SIZE + 4);
+    size_t eh_off = _Py_SIZE_ROUND_UP(page + hdr_size, 8);
     if (buf == NULL) {
-        image->ro_size = _Py_SIZE_ROUND_UP(eh_off + eh_max, page);
+        /* The sizes of the CIE and of an FDE, which do not depend on
+           where they are. */
+        unsigned char scratch[_PyPerfUnwind_CIE_MAX_SIZE
+                              + _PyPerfUnwind_FDE_MAX_SIZE];
+        _PyPerfBuf b = {scratch, 0, sizeof(scratch)};
+        size_t cie = _PyPerfUnwind_WriteCIE(&b, 0);
+        size_t fde = _PyPerfUnwind_WriteFDE(&b, cie, 0, code_size, 0, 0);
+        obj->hdr_off = page;
+        obj->fde_off = eh_off + fde;
+        obj->fde_size = b.len - fde;
+        *ro_size = _Py_SIZE_ROUND_UP(obj->fde_off + slots * obj->fde_size,
+                                     page);
+        obj->text_off = *ro_size;
         return;
     }
-    size_t text_off = image->ro_size;
 
     /* .eh_frame_hdr: the search table, sorted by address, in the only
-       encoding that libgcc searches (datarel sdata4); its entries are
-       added with the FDEs. */
-    _PyPerfBuf hdr = {buf + hdr_off, 0, hdr_size};
+       encoding that libgcc searches (datarel sdata4).  Its entries and
+       its count are written as slots are handed out (publish()). */
+    _PyPerfBuf hdr = {buf + obj->hdr_off, 0, hdr_size};
     _PyPerfBuf_PutU8(&hdr, 1);              /* version */
     _PyPerfBuf_PutU8(&hdr, DW_EH_PE_pcrel | DW_EH_PE_sdata4);
     _PyPerfBuf_PutU8(&hdr, DW_EH_PE_udata4);
     _PyPerfBuf_PutU8(&hdr, DW_EH_PE_datarel | DW_EH_PE_sdata4);
-    _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off - (hdr_off + 4)));
-    _PyPerfBuf_PutU32(&hdr, (uint32_t)slots);
+    _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off - (obj->hdr_off + 4)));
+    _PyPerfBuf_PutU32(&hdr, 0);             /* no entries yet */
 
-    /* .eh_frame: a CIE and an FDE per slot, pc-relative.  The FDEs
+    /* .eh_frame: the CIE, then an FDE per slot, pc-relative.  The FDEs
        differ only in their CIE pointer and start address (the fields at
-       4 and 8), which are relative to where they are: the first is
-       written, the others are copies of it with those fields moved (at
-       startup, writing each took most of the time of an arena). */
-    _PyPerfBuf eh = {buf + eh_off, 0, image->ro_size - eh_off};
+       4 and 8), which are relative to where they are: the first is kept,
+       the others are copies of it with those fields moved.  What follows
+       the last FDE written is zero, which ends .eh_frame. */
+    _PyPerfBuf eh = {buf + eh_off, 0, *ro_size - eh_off};
     size_t cie = _PyPerfUnwind_WriteCIE(&eh, 0);
     size_t first = _PyPerfUnwind_WriteFDE(&eh, cie, 0, code_size,
-                                          (int64_t)text_off, (int64_t)eh_off);
-    size_t fde_size = eh.len - first;
-    assert(first + slots * fde_size + 4 <= eh.cap);
-    uint32_t cie_pointer, start;
-    memcpy(&cie_pointer, eh.buf + first + 4, 4);
-    memcpy(&start, eh.buf + first + 8, 4);
-    for (size_t i = 0; i < slots; i++) {
-        size_t fde = first + i * fde_size;
-        if (i > 0) {
-            memcpy(eh.buf + fde, eh.buf + first, fde_size);
-            uint32_t moved = cie_pointer + (uint32_t)(i * fde_size);
-            memcpy(eh.buf + fde + 4, &moved, 4);
-            moved = start + (uint32_t)(i * image->stride)
-                    - (uint32_t)(i * fde_size);
-            memcpy(eh.buf + fde + 8, &moved, 4);
-        }
-        _PyPerfBuf_PutU32(&hdr, (uint32_t)(text_off + i * image->stride
-                                           - hdr_off));
-        _PyPerfBuf_PutU32(&hdr, (uint32_t)(eh_off + fde - hdr_off));
-    }
-    eh.len = first + slots * fde_size;
-    _PyPerfBuf_PutU32(&eh, 0);              /* end of .eh_frame */
+                                          (int64_t)obj->text_off,
+                                          (int64_t)eh_off);
+    assert(eh_off + first == obj->fde_off);
+    assert(eh.len - first == obj->fde_size);
+    memcpy(obj->fde, eh.buf + first, obj->fde_size);
+    memset(eh.buf + first, 0, obj->fde_size);
 
     /* The first page: headers, the dynamic section, an empty symbol
        table (glibc's loader needs DT_SYMTAB, and dladdr() DT_STRTAB and
@@ -192,12 +214,13 @@ write_image(loader_image *image, size_t code_size, size_t page,
 
     Elf64_Phdr *ph = (Elf64_Phdr *)(buf + ehdr->e_phoff);
     ph[0] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R,
-                         .p_filesz = image->ro_size,
-                         .p_memsz = image->ro_size, .p_align = page};
+                         .p_filesz = *ro_size, .p_memsz = *ro_size,
+                         .p_align = page};
     ph[1] = (Elf64_Phdr){.p_type = PT_LOAD, .p_flags = PF_R | PF_X,
-                         .p_offset = text_off, .p_vaddr = text_off,
-                         .p_paddr = text_off, .p_filesz = 0,
-                         .p_memsz = image->text_size, .p_align = page};
+                         .p_offset = obj->text_off,
+                         .p_vaddr = obj->text_off,
+                         .p_paddr = obj->text_off, .p_filesz = 0,
+                         .p_memsz = obj->text_size, .p_align = page};
     ph[2] = (Elf64_Phdr){.p_type = PT_DYNAMIC, .p_flags = PF_R,
                          .p_offset = dyn_off, .p_vaddr = dyn_off,
                          .p_paddr = dyn_off,
@@ -205,8 +228,8 @@ write_image(loader_image *image, size_t code_size, size_t page,
                          .p_memsz = DYNAMIC_ENTRIES * sizeof(Elf64_Dyn),
                          .p_align = 8};
     ph[3] = (Elf64_Phdr){.p_type = PT_GNU_EH_FRAME, .p_flags = PF_R,
-                         .p_offset = hdr_off, .p_vaddr = hdr_off,
-                         .p_paddr = hdr_off, .p_filesz = hdr_size,
+                         .p_offset = obj->hdr_off, .p_vaddr = obj->hdr_off,
+                         .p_paddr = obj->hdr_off, .p_filesz = hdr_size,
                          .p_memsz = hdr_size, .p_align = 4};
     /* Without it, the loader would make the thread stacks executable. */
     ph[4] = (Elf64_Phdr){.p_type = PT_GNU_STACK, .p_flags = PF_R | PF_W,
@@ -221,42 +244,45 @@ write_image(loader_image *image, size_t code_size, size_t page,
     /* The symbol and the string table are zero already. */
 }
 
-static loader_image *
-get_image(size_t text_size, size_t stride, size_t code_size, size_t page)
+/* Write the FDEs and search-table entries of slots [first, end), then
+   let unwinders see them.  Every entry is what any process of the
+   lineage writes for that slot, so the count is raised, never lowered. */
+static void
+publish(loader_object *obj, size_t first, size_t end)
 {
-    loader_image *image = NULL;
-    for (int i = 0; i < MAX_IMAGES; i++) {
-        if (images[i].stride == stride && images[i].text_size == text_size) {
-            return &images[i];
-        }
-        if (image == NULL && images[i].stride == 0) {
-            image = &images[i];
-        }
+    uint32_t cie_pointer, start;
+    memcpy(&cie_pointer, obj->fde + 4, 4);
+    memcpy(&start, obj->fde + 8, 4);
+    unsigned char *table = obj->rw + obj->hdr_off + 12;
+    for (size_t i = first; i < end; i++) {
+        size_t fde = obj->fde_off + i * obj->fde_size;
+        unsigned char *p = obj->rw + fde;
+        memcpy(p, obj->fde, obj->fde_size);
+        uint32_t moved = cie_pointer + (uint32_t)(i * obj->fde_size);
+        memcpy(p + 4, &moved, 4);
+        moved = start + (uint32_t)(i * obj->stride)
+                - (uint32_t)(i * obj->fde_size);
+        memcpy(p + 8, &moved, 4);
+        uint32_t entry[2] = {
+            (uint32_t)(obj->text_off + i * obj->stride - obj->hdr_off),
+            (uint32_t)(fde - obj->hdr_off),
+        };
+        memcpy(table + 8 * i, entry, sizeof(entry));
     }
-    if (image == NULL) {
-        return NULL;
+    uint32_t *count = (uint32_t *)(obj->rw + obj->hdr_off + 8);
+    uint32_t seen = __atomic_load_n(count, __ATOMIC_RELAXED);
+    while (seen < (uint32_t)end
+           && !__atomic_compare_exchange_n(count, &seen, (uint32_t)end, 1,
+                                           __ATOMIC_RELEASE,
+                                           __ATOMIC_RELAXED))
+    {
     }
-    loader_image made = {.stride = stride, .text_size = text_size};
-    write_image(&made, code_size, page, NULL);
-    char *ro = mmap(NULL, made.ro_size, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-    if (ro == MAP_FAILED) {
-        return NULL;
-    }
-    write_image(&made, code_size, page, (unsigned char *)ro);
-    if (mprotect(ro, made.ro_size, PROT_READ) < 0) {
-        munmap(ro, made.ro_size);
-        return NULL;
-    }
-    made.ro = ro;
-    *image = made;
-    return image;
 }
 
-/* Open the object for image; return where its text starts, or NULL.
-   The descriptor of the memfd is closed in every case. */
-static char *
-open_object(loader_image *image, size_t page)
+/* Open the object for obj (stride and text_size set); return 0, or -1
+   if the loader cannot be told. */
+static int
+open_object(loader_object *obj, size_t code_size, size_t page)
 {
     char self[32];
     char pid[32];
@@ -266,95 +292,148 @@ open_object(loader_image *image, size_t page)
         || memcmp(self, pid, (size_t)len) != 0)
     {
         /* /proc is not this process's PID namespace's. */
-        return NULL;
+        return -1;
     }
-    int fd = memfd_create("python-perf-arena", MFD_CLOEXEC);
+    size_t ro_size;
+    write_headers(obj, code_size, page, NULL, &ro_size);
+    int fd = memfd_create("python-perf-unwind", MFD_CLOEXEC);
     if (fd < 0) {
-        return NULL;
+        return -1;
     }
-    if (ftruncate(fd, (off_t)image->ro_size) < 0
-        || pwrite(fd, image->ro, page, 0) != (ssize_t)page)
-    {
+    unsigned char *rw = MAP_FAILED;
+    if (ftruncate(fd, (off_t)ro_size) == 0) {
+        rw = mmap(NULL, ro_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    }
+    if (rw == MAP_FAILED) {
         close(fd);
-        return NULL;
+        return -1;
     }
-    /* /proc/PID/fd/ then a "./" per 1 bit and a "/" per 0 bit of the
-       count of objects opened so far, from the highest 1 bit. */
-    char path[64 + 3 * 8 * sizeof(unsigned long)];
-    int n = PyOS_snprintf(path, sizeof(path), "/proc/%s/fd/", pid);
-    for (int bit = 8 * (int)sizeof(unsigned long) - 1; bit >= 0; bit--) {
-        if ((opened >> bit) == 0) {
-            continue;
-        }
-        if ((opened >> bit) & 1) {
-            path[n++] = '.';
-        }
-        path[n++] = '/';
-    }
-    PyOS_snprintf(path + n, sizeof(path) - n, "%d", fd);
+    write_headers(obj, code_size, page, rw, &ro_size);
+    char path[96];
+    PyOS_snprintf(path, sizeof(path), "/proc/%s/task/%ld/fd/%d", pid,
+                  (long)syscall(SYS_gettid), fd);
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    close(fd);
-    if (handle == NULL) {
-        return NULL;
-    }
-    opened++;
     struct link_map *map = NULL;
-    if (dlinfo(handle, RTLD_DI_LINKMAP, &map) < 0 || map == NULL) {
-        return NULL;                /* loaded, and never used */
+    if (handle == NULL
+        || dlinfo(handle, RTLD_DI_LINKMAP, &map) < 0 || map == NULL)
+    {
+        /* If loaded, it is never used. */
+        munmap(rw, ro_size);
+        close(fd);
+        return -1;
     }
     map->l_name[0] = '\0';
     char *base = (char *)map->l_addr;
-    if (mremap(image->ro, 0, image->ro_size, MREMAP_MAYMOVE | MREMAP_FIXED,
-               base) == MAP_FAILED)
+    /* The same bytes as the loader's private copy, but shared with the
+       writable view; then the text, reserved. */
+    int err = (mmap(base, ro_size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0)
+               == MAP_FAILED
+               || mmap(base + obj->text_off, obj->text_size, PROT_NONE,
+                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                       -1, 0) == MAP_FAILED);
+    close(fd);
+    if (err) {
+        /* The loader's own pages may be gone: the object has no FDE for
+           any address, like the rest of its memory. */
+        return -1;
+    }
+    obj->rw = rw;
+    obj->text = base + obj->text_off;
+    obj->used = 0;
+    obj->owner = (long)getpid();
+    return 0;
+}
+
+void
+_PyPerfLoader_NoteStart(void)
+{
+    start_pid = (long)getpid();
+}
+
+void
+_PyPerfLoader_Open(size_t stride, size_t code_size)
+{
+    long page = sysconf(_SC_PAGESIZE);
+    if (page <= 0 || (long)getpid() != start_pid
+        || pthread_mutex_trylock(&open_lock) != 0)
     {
-        /* An emulator (qemu-user) may not make such an alias: a copy,
-           which costs the memory the alias saves. */
-        if (mmap(base, image->ro_size, PROT_READ | PROT_WRITE,
-                 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED)
-        {
-            return NULL;
+        /* A forked child, or another thread opens: not now. */
+        return;
+    }
+    loader_object *obj = NULL;
+    for (int i = 0; i < MAX_OBJECTS; i++) {
+        if (objects[i].stride == stride) {
+            obj = NULL;         /* opened, or tried */
+            break;
         }
-        memcpy(base, image->ro, image->ro_size);
-        if (mprotect(base, image->ro_size, PROT_READ) < 0) {
-            return NULL;
+        if (obj == NULL && objects[i].stride == 0) {
+            obj = &objects[i];
         }
     }
-    return base + image->ro_size;
+    if (obj != NULL) {
+        obj->stride = stride;
+        obj->text_size = _Py_SIZE_ROUND_UP(MAX_SLOTS * stride, (size_t)page);
+        if (open_object(obj, code_size, (size_t)page) == 0) {
+            __atomic_store_n(&obj->ready, 1, __ATOMIC_RELEASE);
+        }
+    }
+    pthread_mutex_unlock(&open_lock);
 }
 
 char *
-_PyPerfLoader_NewText(size_t size, size_t stride, size_t code_size)
+_PyPerfLoader_NewText(size_t size, size_t stride)
 {
-    if (failed) {
-        return NULL;
-    }
-    long page = sysconf(_SC_PAGESIZE);
-    loader_image *image = NULL;
-    char *text = NULL;
-    if (page > 0 && size % (size_t)page == 0) {
-        image = get_image(size, stride, code_size, (size_t)page);
-    }
-    if (image != NULL) {
-        text = open_object(image, (size_t)page);
-    }
-    if (text != NULL) {
-        text = mmap(text, size, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
-        if (text == MAP_FAILED) {
-            text = NULL;
+    loader_object *obj = NULL;
+    for (int i = 0; i < MAX_OBJECTS; i++) {
+        if (objects[i].stride == stride
+            && __atomic_load_n(&objects[i].ready, __ATOMIC_ACQUIRE))
+        {
+            obj = &objects[i];
+            break;
         }
     }
-    if (text == NULL) {
-        failed = 1;
+    /* Whole slots from the start of the text, so that a slot's entries
+       depend on its place only. */
+    if (obj == NULL || obj->used % stride != 0 || size % stride != 0
+        || size > obj->text_size - obj->used)
+    {
+        return NULL;
     }
+    char *text = obj->text + obj->used;
+    long pid = (long)getpid();
+    if (obj->owner != pid) {
+        /* A forked child: what its parent has not handed out yet is the
+           parent's to fill. */
+        if (mmap(text, obj->text_size - obj->used, PROT_NONE,
+                 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                 -1, 0) == MAP_FAILED)
+        {
+            return NULL;
+        }
+        obj->owner = pid;
+    }
+    if (mprotect(text, size, PROT_READ | PROT_WRITE) < 0) {
+        return NULL;
+    }
+    publish(obj, obj->used / stride, (obj->used + size) / stride);
+    obj->used += size;
     return text;
 }
 
 #else  /* !LOADER_KNOWS_ARENAS */
 
+void
+_PyPerfLoader_NoteStart(void)
+{
+}
+
+void
+_PyPerfLoader_Open(size_t Py_UNUSED(stride), size_t Py_UNUSED(code_size))
+{
+}
+
 char *
-_PyPerfLoader_NewText(size_t Py_UNUSED(size), size_t Py_UNUSED(stride),
-                      size_t Py_UNUSED(code_size))
+_PyPerfLoader_NewText(size_t Py_UNUSED(size), size_t Py_UNUSED(stride))
 {
     return NULL;
 }

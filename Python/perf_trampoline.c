@@ -153,7 +153,7 @@ _PyPerfTrampoline_GetStats(void)
         "written_bytes", (Py_ssize_t)_PyPerfFile_WrittenBytes(),
         "writes", (Py_ssize_t)_PyPerfFile_Writes(),
         "eval_breaker_checks", (Py_ssize_t)_PyPerfFile_breaker_checks,
-        "watchdog_pokes", (Py_ssize_t)_PyPerfWatchdog_pokes);
+        "unwindable_bytes", (Py_ssize_t)_PyPerfCore.unwindable_bytes);
 }
 
 
@@ -233,7 +233,7 @@ _PyPerfTrampoline_GetStats(void)
                          "written_bytes", (Py_ssize_t)0,
                          "writes", (Py_ssize_t)0,
                          "eval_breaker_checks", (Py_ssize_t)0,
-                         "watchdog_pokes", (Py_ssize_t)0);
+                         "unwindable_bytes", (Py_ssize_t)0);
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

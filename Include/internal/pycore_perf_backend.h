@@ -17,8 +17,6 @@ extern "C" {
      Python/perf_jit_trampoline.c     the "perf_jit" backend: a jitdump
      Python/perf_description_file.c   the rules both backends' files follow
      Python/perf_file_io.c            the system calls those rules make
-     Python/perf_watchdog.c           the thread that has an importing
-                                      thread write what is due
      Python/perf_unwind.c             DWARF unwind information (.eh_frame)
                                       for the template
      Python/perf_debugger.c           what debuggers (the GDB JIT
@@ -272,18 +270,6 @@ extern void _PyPerfFileIO_DropLock(_PyPerfFileLock *lock);
 extern void _PyPerfFileIO_AfterFork(void);
 
 
-/* The watchdog (Python/perf_watchdog.c): Arm() once the first of what a
-   thread that starts up or imports holds is due at deadline
-   (_PyPerfFile_Now()'s clock); the watchdog then sets the eval breaker
-   of the calling thread's interpreter, and _PyPerfWatchdog_poked.
-   Forget(): the interpreter ends.  Nothing of it runs in a process that
-   never arms it. */
-extern void _PyPerfWatchdog_Arm(int64_t deadline);
-extern void _PyPerfWatchdog_Forget(PyInterpreterState *interp);
-extern void _PyPerfWatchdog_AfterFork(void);
-extern size_t _PyPerfWatchdog_pokes;
-
-
 /* Binary records (jitdump, DWARF) ******************************************/
 
 /* A buffer of known capacity that records are built in; the caller sizes
@@ -367,12 +353,18 @@ extern size_t _PyPerfUnwind_WriteFDE(_PyPerfBuf *b, size_t cie, int absolute,
 #define _PyPerfUnwind_CIE_MAX_SIZE 32
 #define _PyPerfUnwind_FDE_MAX_SIZE 64
 
-/* size bytes of shared anonymous memory, readable and writable, that
-   in-process unwinders know as text of slots stride bytes apart, each
-   starting with code_size bytes of the template (Python/perf_loader.c).
-   NULL if the dynamic loader cannot be told, then and from then on. */
-extern char *_PyPerfLoader_NewText(size_t size, size_t stride,
-                                   size_t code_size);
+/* Text that in-process unwinders know (Python/perf_loader.c).
+   NoteStart: at the start of the runtime (a forked child is not one).
+   Open: tell the dynamic loader of an object for slots stride bytes
+   apart, each starting with code_size bytes of the template, unless that
+   was tried already or this is a forked child; never while the GIL is
+   held and another thread may run Python code.  NewText: size bytes
+   (whole pages of whole slots) of its text, shared anonymous memory,
+   readable and writable, or NULL if there is no such object or no room
+   in it.  NewText never enters the loader. */
+extern void _PyPerfLoader_NoteStart(void);
+extern void _PyPerfLoader_Open(size_t stride, size_t code_size);
+extern char *_PyPerfLoader_NewText(size_t size, size_t stride);
 
 /* Append .eh_frame (a CIE, one FDE, the terminator) and .eh_frame_hdr
    with pc-relative pointers, for the jitdump.  text_addr and

@@ -93,6 +93,7 @@ typedef struct {
     int fail_arenas_for_testing;
     /* Statistics, for tests and benchmarks. */
     size_t arena_bytes;
+    size_t unwindable_bytes;    /* of them, in objects the loader knows */
     size_t trampolines;
     /* Set once the fork handler is registered (see
        Python/perf_activation.c). */
@@ -123,10 +124,13 @@ extern _PyPerfCoreState _PyPerfCore;
 
 
 /* Python/perf_arena.c: copies of the template.  InitTemplate: before the
-   first arena.  CodeSize: the bytes a backend reports as one trampoline's
-   code; Stride: how far apart its trampolines are.  New: a new arena for
-   pool; -1 with errno set if it cannot be mapped. */
+   first arena.  Prepare: at the activation of backend, tell the dynamic
+   loader of its arenas if it can be (_PyPerfLoader_Open()).  CodeSize:
+   the bytes a backend reports as one trampoline's code; Stride: how far
+   apart its trampolines are.  New: a new arena for pool; -1 with errno
+   set if it cannot be mapped. */
 extern void _PyPerfArena_InitTemplate(void);
+extern void _PyPerfArena_Prepare(const _PyPerfBackend *backend);
 extern size_t _PyPerfArena_CodeSize(const _PyPerfBackend *backend);
 extern size_t _PyPerfArena_Stride(const _PyPerfBackend *backend);
 extern int _PyPerfArena_New(const _PyPerfBackend *backend,

@@ -204,7 +204,6 @@ extern void _PyPerfTrampoline_EndImport(void);
 extern int _PyPerfFile_held;
 extern int _PyPerfFile_ever_held;
 extern size_t _PyPerfFile_breaker_checks;
-extern int _PyPerfWatchdog_poked;
 /* Whether the calling thread holds what it describes (start-up, imports). */
 extern int _PyPerfFile_Holding(void);
 extern void _PyPerfTrampoline_WriteHeld(int all);
@@ -265,8 +264,7 @@ _PyPerfTrampoline_EvalBreakerUsed(void)
    _PyPerfTrampoline_AtEvalBreaker(), which writes them once they are
    due, so that a thread busy in Python code does not keep them back.
    Not in a thread that starts up or imports: what it holds is bounded by
-   count instead, and the watchdog sets the eval breaker once when it is
-   due (see Python/perf_description_file.c).  And until a
+   count instead (see Python/perf_description_file.c).  And until a
    failure to write them, seen where nothing could be printed, has been
    reported, and in a forked child until it has started (its first
    check of the eval breaker is its first Python code). */
@@ -287,14 +285,8 @@ _PyPerfTrampoline_AtEvalBreaker(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     /* The clock is read at one check in 64: the checks come every few
-       nanoseconds while anything is held.  And when the watchdog says
-       that what a thread that imports holds is due (see
-       Python/perf_watchdog.c). */
-    if (_PyPerfFile_held
-        && ((++_PyPerfFile_breaker_checks & 63) == 0
-            || _PyPerfWatchdog_poked))
-    {
-        _PyPerfWatchdog_poked = 0;
+       nanoseconds while anything is held. */
+    if (_PyPerfFile_held && (++_PyPerfFile_breaker_checks & 63) == 0) {
         _PyPerfTrampoline_WriteHeld(0);
     }
     if (_PyPerfTrampoline_child_pending) {

@@ -100,46 +100,38 @@ class TestHeld(PerfTestCase):
         # than 64 of them), with no eval breaker to write them.
         self.busy_in_import(200, "py::f136:<string>")
 
-    def test_busy_in_import_few_names(self):
-        # 10, too few to be written by count: the watchdog sets the eval
-        # breaker once they are due (see Python/perf_watchdog.c); before
-        # it, none was ever written.
-        self.busy_in_import(10, "py::f9:<string>")
-
-    def test_watchdog_thread_ends(self):
-        # The watchdog's thread ("perf-watchdog") runs while the program
-        # imports, and ends once it has had nothing to watch for a while:
-        # a process that imports no more has no thread of ours (some
-        # system calls need a single thread, unshare(CLONE_NEWUSER) for
-        # one).
+    def test_few_names_in_import(self):
+        # 10, too few to be written by count, then a loop at module level
+        # that neither releases the GIL nor makes a new function: nothing
+        # of ours interrupts it (no thread, no signal, no eval breaker kept
+        # set while importing), so the names are written when the import
+        # ends, the bound that Python/perf_description_file.c states.  The
+        # process has no thread but its own meanwhile.
         for backend in BACKENDS:
             with self.subTest(backend=backend):
-                pid, rc, out, err, script = self.run_script(f"""
-                    import os, sys, time
-
-                    def watchdogs():
-                        n = 0
-                        for tid in os.listdir("/proc/self/task"):
-                            path = f"/proc/self/task/{{tid}}/comm"
-                            with open(path) as f:
-                                n += f.read() == "perf-watchdog\\n"
-                        return n
+                pid, rc, out, err, script = self.run_script("""
+                    import os, sys
 
                     here = os.path.dirname(os.path.abspath(__file__))
-                    with open(os.path.join(here, "watched.py"), "w") as f:
-                        f.write("import __main__\\n"
-                                "def first():\\n"
-                                "    return 1\\n"
-                                "first()\\n"
-                                "during = __main__.watchdogs()\\n")
+                    with open(os.path.join(here, "looping.py"), "w") as f:
+                        f.write("import os\\n"
+                                "for i in range(10):\\n"
+                                "    exec(f'def f{i}(): return 1\\\\n'\\n"
+                                "         f'f{i}()', {})\\n"
+                                "n = 0\\n"
+                                "while n < 10**6:\\n"
+                                "    n += 1\\n"
+                                "threads = len(os.listdir('/proc/self/task'))\\n")
                     sys.path.insert(0, here)
-                    import watched
-                    deadline = time.monotonic() + {support.LONG_TIMEOUT}
-                    while watchdogs() and time.monotonic() < deadline:
-                        time.sleep(0.05)
-                    print(watched.during, watchdogs())
+                    import looping
+                    print(looping.threads,
+                          len(os.listdir("/proc/self/task")))
                 """, flags=("-X", backend))
-                self.assertEqual(out.split(), ["1", "0"])
+                self.assertEqual(out.split(), ["1", "1"])
+                names = [n for _, _, n in self.described_entries(pid,
+                                                                 backend)]
+                for i in range(10):
+                    self.assertIn(f"py::f{i}:<string>", names)
 
     def test_sleeping_thread(self):
         # The thread sleeps for ever right after its new function ran.
