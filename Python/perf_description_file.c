@@ -744,7 +744,6 @@ _PyPerfFile_AfterFork(void)
            leaves them held). */
         _PyPerfFileIO_DropLock(&f->lock);
         _PyPerfFileIO_DropLock(&files.pending[kind].lock);
-        _PyPerfFileIO_AfterFork();
         free(files.inherited[kind]);
         files.inherited[kind] = free_at_fork ? f->held : NULL;
         files.inherited_len[kind] = free_at_fork ? f->held_len : 0;

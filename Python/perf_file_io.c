@@ -290,36 +290,18 @@ _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
     free(ranges);
 }
 
-/* The inode number of the initial PID namespace (PROC_PID_INIT_INO). */
-#define INITIAL_PID_NAMESPACE 0xEFFFFFFCU
-
-/* Whether this process is in a PID namespace other than the initial one:
-   only then can another live process have its PID, and so its files.
-   Asked once per process (a forked child may be in a new one). */
-static int pid_namespace = -1;
-
-static int
-in_pid_namespace(void)
-{
-    if (pid_namespace < 0) {
-        struct stat st;
-        pid_namespace = (stat("/proc/self/ns/pid", &st) < 0
-                         || st.st_ino != INITIAL_PID_NAMESPACE);
-    }
-    return pid_namespace;
-}
-
-/* A live writer in a PID namespace of its own (a container) holds a lock
-   on its file (F_OFD_SETLK, an open file description lock) through a
-   descriptor of its own, for as long as its process image runs, so that
-   another process never empties nor appends to a file that a live
-   process writes: two containers with PID namespaces of their own (both
-   main processes PID 1) may share /tmp (a Kubernetes pod's emptyDir).
-   The descriptor is the only one this keeps open, and only there (in the
-   initial PID namespace, where PIDs are unique, a program sees no extra
-   descriptor).  It is never written through, so a program that closes it
-   (as daemons close all they have) only drops the lock, and it is closed
-   only while it is still the file it was opened on.  Return 0 and set
+/* A live writer holds a lock on its file (F_OFD_SETLK, an open file
+   description lock) through a descriptor of its own, for as long as its
+   process image runs, so that another process never empties nor appends
+   to a file that a live process writes: processes of different PID
+   namespaces may have the same PID and share /tmp (two containers whose
+   main processes are both PID 1 sharing a Kubernetes pod's emptyDir, a
+   container started with -v /tmp:/tmp and a process of the host).  Every
+   writer takes it, in the initial PID namespace too: the other process
+   can only see a lock.  The descriptor is the only one this keeps open.
+   It is never written through, so a program that closes it (as daemons
+   close all they have) only drops the lock, and it is closed only while
+   it is still the file it was opened on.  Return 0 and set
    *lock; -1 with errno EBUSY if another process holds one.  Kernels
    without these locks (before Linux 3.15) write unlocked. */
 int
@@ -327,9 +309,6 @@ _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd)
 {
     struct stat st;
     lock->fd_plus1 = 0;
-    if (!in_pid_namespace()) {
-        return 0;
-    }
     if (fstat(fd, &st) < 0) {
         return -1;
     }
@@ -368,13 +347,6 @@ _PyPerfFileIO_DropLock(_PyPerfFileLock *lock)
         close(lock->fd_plus1 - 1);
     }
     lock->fd_plus1 = 0;
-}
-
-void
-_PyPerfFileIO_AfterFork(void)
-{
-    /* A forked child may be in a PID namespace of its own. */
-    pid_namespace = -1;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

@@ -165,6 +165,18 @@ _PyPerfTrampoline_AfterForkHandlers(void)
     }
 }
 
+void
+_PyPerfTrampoline_ChildWillExec(void)
+{
+    /* The preexec_fn runs as the at-fork handlers do: through the
+       trampolines the child inherited, without new ones, and the child
+       never starts (see _PyPerfTrampoline_AfterFork_Child()). */
+    if (_PyPerfTrampoline_child_pending) {
+        _PyPerfTrampoline_child_pending = 0;
+        _PyPerfCore.in_fork_handlers = 1;
+    }
+}
+
 #else  /* !PY_HAVE_PERF_TRAMPOLINE */
 
 void
@@ -174,6 +186,11 @@ _PyPerfTrampoline_AfterFork_Child(void)
 
 void
 _PyPerfTrampoline_AfterForkHandlers(void)
+{
+}
+
+void
+_PyPerfTrampoline_ChildWillExec(void)
 {
 }
 

@@ -24,8 +24,8 @@
 
    The object has a read-only segment (ELF and program headers, a dynamic
    section, an empty symbol table, .eh_frame_hdr and .eh_frame) and the
-   text, which has no bytes in the file.  The read-only segment is a
-   memfd mapped shared, over the loader's private copy, and through a
+   text, which has no bytes in the file.  The read-only segment is shared
+   anonymous memory, mapped over the loader's private copy and through a
    second, writable view: each new arena's FDEs and search-table entries
    are written there, then the table's count grows.  An entry depends on
    nothing but its slot's place in the text, so a forked child, which
@@ -42,10 +42,12 @@
    dlopen() runs, in its own process, where /proc/self/... would be its
    own; and the loader keeps the name, to return this object to a later
    dlopen() of the same path, so the path is not one a program opens its
-   own memfds by (/proc/self/fd/N, /proc/PID/fd/N).  Once loaded, the
-   object's name is emptied, as the main program's is, so that debuggers
-   and core files skip it.  The memfd stays mapped, so its inode, which
-   the loader also matches, is never another file's.
+   own memfds by (/proc/self/fd/N, /proc/PID/fd/N), nor one of ours
+   before.  Once loaded, the object's name is emptied, as the main
+   program's is, so that debuggers and core files skip it.  (The loader
+   also tells files apart by their inode: only a memfd that got the
+   closed one's number again, after 2^32 more inodes of that file system,
+   would be taken for this object.)
 
    If anything fails (no memfd_create(), no /proc, a loader that refuses,
    a forked child, more slots than the object has), arenas are anonymous
@@ -296,45 +298,79 @@ open_object(loader_object *obj, size_t code_size, size_t page)
     }
     size_t ro_size;
     write_headers(obj, code_size, page, NULL, &ro_size);
-    int fd = memfd_create("python-perf-unwind", MFD_CLOEXEC);
-    if (fd < 0) {
-        return -1;
-    }
-    unsigned char *rw = MAP_FAILED;
-    if (ftruncate(fd, (off_t)ro_size) == 0) {
-        rw = mmap(NULL, ro_size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    }
+    unsigned char *rw = mmap(NULL, ro_size, PROT_READ | PROT_WRITE,
+                             MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
+                             -1, 0);
     if (rw == MAP_FAILED) {
-        close(fd);
         return -1;
     }
     write_headers(obj, code_size, page, rw, &ro_size);
+    /* The loader reads the first page only; the rest is a hole. */
+    int fd = memfd_create("python-perf-unwind", MFD_CLOEXEC);
+    if (fd < 0 || ftruncate(fd, (off_t)ro_size) < 0
+        || pwrite(fd, rw, page, 0) != (ssize_t)page)
+    {
+        if (fd >= 0) {
+            close(fd);
+        }
+        munmap(rw, ro_size);
+        return -1;
+    }
+    /* The loader returns the object already loaded under a path instead
+       of loading another, and descriptor numbers are reused: a "./" per
+       object opened before makes each path of the process new. */
     char path[96];
-    PyOS_snprintf(path, sizeof(path), "/proc/%s/task/%ld/fd/%d", pid,
-                  (long)syscall(SYS_gettid), fd);
+    int n = PyOS_snprintf(path, sizeof(path), "/proc/%s/task/%ld/fd/", pid,
+                          (long)syscall(SYS_gettid));
+    for (loader_object *o = objects; o < obj && n + 2 < (int)sizeof(path);
+         o++)
+    {
+        path[n++] = '.';
+        path[n++] = '/';
+    }
+    PyOS_snprintf(path + n, sizeof(path) - n, "%d", fd);
     void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    close(fd);
     struct link_map *map = NULL;
     if (handle == NULL
-        || dlinfo(handle, RTLD_DI_LINKMAP, &map) < 0 || map == NULL)
+        || dlinfo(handle, RTLD_DI_LINKMAP, &map) < 0 || map == NULL
+        /* Not one loaded before (whose name is empty). */
+        || strcmp(map->l_name, path) != 0)
     {
         /* If loaded, it is never used. */
         munmap(rw, ro_size);
-        close(fd);
         return -1;
     }
     map->l_name[0] = '\0';
     char *base = (char *)map->l_addr;
-    /* The same bytes as the loader's private copy, but shared with the
-       writable view; then the text, reserved. */
-    int err = (mmap(base, ro_size, PROT_READ, MAP_SHARED | MAP_FIXED, fd, 0)
-               == MAP_FAILED
-               || mmap(base + obj->text_off, obj->text_size, PROT_NONE,
-                       MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                       -1, 0) == MAP_FAILED);
-    close(fd);
-    if (err) {
-        /* The loader's own pages may be gone: the object has no FDE for
-           any address, like the rest of its memory. */
+    /* The same bytes as the loader's private copy, but the pages of the
+       writable view (an alias: mremap() of a shared mapping with old
+       size 0), so "/dev/zero (deleted)" in /proc/PID/maps like the
+       text. */
+    if (mremap(rw, 0, ro_size, MREMAP_MAYMOVE | MREMAP_FIXED, base)
+        != MAP_FAILED)
+    {
+        (void)mprotect(base, ro_size, PROT_READ);
+    }
+    else {
+        /* An emulator (qemu-user) may not make such an alias: the
+           object's own pages are the writable view. */
+        munmap(rw, ro_size);
+        rw = mmap(base, ro_size, PROT_READ | PROT_WRITE,
+                  MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                  -1, 0);
+        if (rw == MAP_FAILED) {
+            /* The object has no FDE for any address, like the rest of
+               its memory. */
+            return -1;
+        }
+        write_headers(obj, code_size, page, rw, &ro_size);
+    }
+    /* The text, reserved. */
+    if (mmap(base + obj->text_off, obj->text_size, PROT_NONE,
+             MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+             -1, 0) == MAP_FAILED)
+    {
         return -1;
     }
     obj->rw = rw;

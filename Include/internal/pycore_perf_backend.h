@@ -255,11 +255,9 @@ extern int _PyPerfFileIO_WriteAll(int fd, const void *buf, size_t size);
 extern int _PyPerfFileIO_OpenElsewhere(int fd, const struct stat *st);
 extern void _PyPerfFileIO_KeepLiveLines(int fd, const char *path,
                                         const struct stat *st);
-/* The lock a live writer in a PID namespace of its own holds on its file:
-   TakeLock takes it through a descriptor of its own (none outside such a
-   namespace), -1 with errno EBUSY if another process holds it; DropLock
-   lets it go.  AfterFork: in a forked child, which may be in another
-   namespace. */
+/* The lock a live writer holds on its file: TakeLock takes it through a
+   descriptor of its own, -1 with errno EBUSY if another process holds
+   it; DropLock lets it go. */
 typedef struct {
     int fd_plus1;               /* the descriptor plus 1; 0: none */
     dev_t dev;                  /* the file it was opened on */
@@ -267,7 +265,6 @@ typedef struct {
 } _PyPerfFileLock;
 extern int _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd);
 extern void _PyPerfFileIO_DropLock(_PyPerfFileLock *lock);
-extern void _PyPerfFileIO_AfterFork(void);
 
 
 /* Binary records (jitdump, DWARF) ******************************************/

@@ -309,6 +309,9 @@ extern int _PyPerfTrampoline_IsActiveHere(void);
    at-fork handlers run, see Modules/posixmodule.c) and at finalization. */
 extern void _PyPerfTrampoline_AfterFork_Child(void);
 extern void _PyPerfTrampoline_AfterForkHandlers(void);
+/* In a child of subprocess (Modules/_posixsubprocess.c) that runs a
+   preexec_fn and then execs: it describes nothing and leaves no file. */
+PyAPI_FUNC(void) _PyPerfTrampoline_ChildWillExec(void);
 extern void _PyPerfTrampoline_Fini(void);
 
 /* For tests (_testinternalcapi) and benchmarks: make arena allocation

@@ -737,6 +737,43 @@ class TestFork(PerfTestCase):
                         and os.path.exists(os.path.join("/tmp", name))]
                 self.assertEqual(left, [])
 
+    def test_preexec_fn_in_python_leaves_no_file(self):
+        # A preexec_fn written in Python that calls a helper the parent
+        # ran and one it never ran, then sets the child up: the child
+        # execs after it, so it creates no file and describes nothing
+        # (before: 3 of 3 children left their map, and their jitdump).
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                before = set(os.listdir("/tmp"))
+                pid, rc, out, err, script = self.run_script("""
+                    import json, os, subprocess, sys
+                    def known():
+                        return os.getpid()
+                    def new_in_child():
+                        return os.umask(0o022)
+                    def setup():
+                        known()
+                        new_in_child()
+                        os.setpgid(0, 0)
+                    known()
+                    children = []
+                    for _ in range(3):
+                        proc = subprocess.Popen([sys.executable, "-c", ""],
+                                                preexec_fn=setup, env={})
+                        proc.wait()
+                        children.append(proc.pid)
+                    print(json.dumps(children))
+                """, flags=("-X", backend))
+                children = self.last_json(out)
+                self.assertEqual(len(children), 3)
+                for child in children:
+                    self.forget_files(child)
+                left = [name for child in children
+                        for name in (f"perf-{child}.map", f"jit-{child}.dump")
+                        if name not in before
+                        and os.path.exists(os.path.join("/tmp", name))]
+                self.assertEqual(left, [])
+
     def test_child_running_its_inherited_frame(self):
         # A child that runs Python code in the frame it was forked from,
         # calling nothing, is started at its first loop iteration: its map

@@ -93,8 +93,9 @@ class TestInProcessUnwinders(PerfTestCase):
         # libgcc's registry of unwind information, if the trampolines were
         # in it, would be sorted with malloc() inside the first lookup,
         # which may be the signal handler's: a corrupted heap.  Each new
-        # arena is an object that the dynamic loader opens meanwhile, and
-        # every walk goes through the trampolines to the thread's start.
+        # arena's unwind information is added to the object the dynamic
+        # loader knows meanwhile, and every walk goes through the
+        # trampolines to the thread's start.
         self.check_same("new_functions", 20000)
 
     def test_native_exceptions_under_sampler(self):

@@ -393,3 +393,73 @@ class TestCxxExceptions(PerfTestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+# Which arenas the in-process unwinders know (Python/perf_loader.c): all of
+# a process that turned the support on, and all that its forked children
+# make; none of a forked child whose parent had not turned the backend on
+# (a child never enters the dynamic loader).  Prints, for each process,
+# the bytes of arenas made there and how many of them are unwindable.
+WHICH_ARENAS_PROGRAM = r"""
+import json, os, sys
+from _testinternalcapi import get_perf_trampoline_stats
+
+def new_functions(n, tag):
+    ns = {}
+    exec("\n".join(f"def {tag}{i}(): return {i}" for i in range(n)), ns)
+    for i in range(n):
+        ns[f"{tag}{i}"]()
+
+def arenas(work):
+    before = get_perf_trampoline_stats()
+    work()
+    after = get_perf_trampoline_stats()
+    return [after[k] - before[k] for k in ("arena_bytes", "unwindable_bytes")]
+
+def in_child(work):
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.write(w, json.dumps(arenas(work)).encode())
+        os._exit(0)
+    os.close(w)
+    data = os.read(r, 1000)
+    os.waitpid(pid, 0)
+    return json.loads(data)
+
+backend = sys.argv[1]
+out = {}
+if sys.argv[2] == "startup":
+    out["process"] = arenas(lambda: new_functions(60000, "p"))
+    out["child"] = in_child(lambda: new_functions(20000, "c"))
+else:
+    def activate_then_work():
+        sys.activate_stack_trampoline(backend)
+        new_functions(20000, "a")
+    out["child activating"] = in_child(activate_then_work)
+    out["process activating"] = arenas(activate_then_work)
+print(json.dumps(out))
+"""
+
+
+class TestWhichArenas(PerfTestCase):
+
+    def run_program(self, backend, how):
+        flags = ("-X", backend) if how == "startup" else ()
+        script = self.write_script(WHICH_ARENAS_PROGRAM)
+        pid, rc, out, err = self.run_python(*flags, script, backend, how)
+        return self.last_json(out)
+
+    def test_which_arenas_are_unwindable(self):
+        for backend in ("perf", "perf_jit"):
+            with self.subTest(backend=backend):
+                result = self.run_program(backend, "startup")
+                result.update(self.run_program(backend, "sys"))
+                for place in ("process", "child", "process activating"):
+                    made, unwindable = result[place]
+                    self.assertGreater(made, 0, (place, result))
+                    self.assertEqual(unwindable, made, (place, result))
+                # The documented fallback: anonymous arenas.
+                made, unwindable = result["child activating"]
+                self.assertGreater(made, 0, result)
+                self.assertEqual(unwindable, 0, result)
