@@ -240,6 +240,119 @@ class TestReadiness(unittest.TestCase):
         self.assertIn("PYTHONPERFSUPPORT=1", check.fix)
 
 
+# A program that notes, next to itself, whoever runs it with arguments;
+# without arguments it is the process to profile, and waits.
+CANARY = r"""
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+int main(int argc, char **argv)
+{
+    char path[4096];
+    ssize_t n = readlink("/proc/self/exe", path, sizeof path - 8);
+    if (argc > 1 && n > 0) {
+        path[n] = 0;
+        strcat(path, ".ran");
+        FILE *f = fopen(path, "a");
+        if (f) {
+            fprintf(f, "euid=%d\n", (int)geteuid());
+            fclose(f);
+        }
+        return 1;
+    }
+    puts("ready");
+    fflush(stdout);
+    pause();
+    return 0;
+}
+"""
+
+
+def stop_process(proc):
+    proc.kill()
+    proc.wait()
+    if proc.stdout:
+        proc.stdout.close()
+
+
+class TestTargetNotRun(unittest.TestCase):
+    """-p never runs the process's interpreter (issue 50 item 1): as root,
+    that runs another user's or a container's program with root's
+    credentials."""
+
+    def test_canary(self):
+        cc = shutil.which("cc") or shutil.which("gcc")
+        if cc is None:
+            self.skipTest("no C compiler")
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        source = os.path.join(tmp, "canary.c")
+        with open(source, "w") as f:
+            f.write(CANARY)
+        canary = os.path.join(tmp, "python3.11")
+        subprocess.run([cc, "-o", canary, source], check=True)
+        proc = subprocess.Popen([canary], stdout=subprocess.PIPE, text=True)
+        self.addCleanup(stop_process, proc)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        map_file = f"/tmp/perf-{proc.pid}.map"
+        self.addCleanup(lambda: os.path.exists(map_file)
+                        and os.unlink(map_file))
+        # Without its file, then with one (which says that it has the
+        # support, as a Python process of this build would).
+        for planted in (False, True):
+            if planted:
+                with open(map_file, "w") as f:
+                    f.write("1000 10 py::foo:app.py\n")
+            for args in (["--check"], ["-d", "0.3", "-o",
+                                       os.path.join(tmp, "out.txt")]):
+                with self.subTest(planted=planted, args=args):
+                    run_pyprofile(*args, "-p", str(proc.pid))
+                    self.assertFalse(os.path.exists(canary + ".ran"),
+                                     "pyprofile ran the process's binary")
+
+    @unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                         "trampolines (run with build/python)")
+    def test_python_process(self):
+        # A process that has the support active: its interpreter's build
+        # configuration is read, and nothing runs it (not even the probe).
+        tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, tmp)
+        program = os.path.join(tmp, "program.py")
+        with open(program, "w") as f:
+            f.write(PROGRAM)
+        proc = subprocess.Popen([sys.executable, program, "60"],
+                                stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPERFSUPPORT="1"))
+        self.addCleanup(stop_process, proc)
+        map_file = f"/tmp/perf-{proc.pid}.map"
+        self.addCleanup(lambda: os.path.exists(map_file)
+                        and os.unlink(map_file))
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        exe = os.readlink(f"/proc/{proc.pid}/exe")
+        run = []
+        real_popen = subprocess.Popen.__init__
+
+        def recording_popen(popen, args, *rest, **kwargs):
+            run.append(list(args) if not isinstance(args, str) else [args])
+            return real_popen(popen, args, *rest, **kwargs)
+
+        out = io.StringIO()
+        with mock.patch.object(subprocess.Popen, "__init__",
+                               recording_popen), \
+             contextlib.redirect_stdout(out):
+            rc = pyprofile.main(["--check", "-p", str(proc.pid)])
+        for args in run:
+            for arg in args:
+                with contextlib.suppress(OSError, TypeError, ValueError):
+                    self.assertFalse(os.path.samefile(arg, exe),
+                                     f"pyprofile ran {args}")
+        self.assertEqual(rc, 0, out.getvalue())
+        self.assertIn(f"ok   interpreter: {exe} (Python 3.11) has perf "
+                      "trampolines", out.getvalue())
+        self.assertIn("ok   frame pointers: built with", out.getvalue())
+
+
 @unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
                      "trampolines (run with build/python)")
 class TestRecording(unittest.TestCase):
@@ -587,7 +700,8 @@ class TestContainer(unittest.TestCase):
 
     def test_check_with_the_process_environment(self):
         # The interpreter starts only with the environment the process
-        # has (PYTHONPATH): the check runs it so.
+        # has (PYTHONPATH): the check, which does not run it, finds its
+        # build configuration all the same.
         ready_or_skip(self, "perf", sys.executable)
         proc, pid = self.start("perf", own_stdlib=True)
         result = run_pyprofile("--check", "-p", str(pid))
@@ -610,7 +724,8 @@ class TestContainer(unittest.TestCase):
         proc.wait(timeout=300)
         self.assertEqual(result.returncode, 0, result.stdout)
         # (The kernel names the unmounted file relative to its mount.)
-        self.assertRegex(result.stdout, r"(?m)^warn interpreter: cannot run ")
+        self.assertRegex(result.stdout,
+                         r"(?m)^warn interpreter: no build configuration ")
 
     def profile(self, backend, exits):
         """Profile the service in a container for 6 s (ending it 1.5 s
@@ -718,6 +833,144 @@ class TestPythonView(unittest.TestCase):
         self.assertEqual(text, "python 4242;<module> (app.py);"
                          "ufunc_generic_call;foo (app.py);math_factorial 1\n"
                          "python 4242;Py_BytesMain;gc_collect_main 1\n")
+
+
+def renderer_or_skip(testcase):
+    if not os.path.exists(pyprofile.template_path()):
+        testcase.skipTest("the flame graph renderer is not installed "
+                          "(pyprofile --setup)")
+
+
+# A file name that ends the page's <script> element if put in it as it is.
+EVIL = "/srv/</script><script>document.title='pwned'</script><!--.py"
+
+
+class TestOutput(unittest.TestCase):
+    """What pyprofile writes: the page keeps the program's text inside
+    its script element (issue 50 item 2), and outputs are written through
+    a temporary file of their own (item 3)."""
+
+    SAMPLE = textwrap.dedent(f"""\
+        python 4242
+        \t    7f0000001000 py::foo:{EVIL} (/tmp/perf-4242.map)
+        \t    7f0000002000 py::<module>:{EVIL} (/tmp/perf-4242.map)
+
+        """)
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def test_page_keeps_the_program_text_in_its_script(self):
+        renderer_or_skip(self)
+        tree = pyprofile.parse_perf_script(self.SAMPLE)
+        page = os.path.join(self.tmp, "page.html")
+        title = "pyprofile: python '</script><script>alert(1)</script>'"
+        pyprofile.render(tree, page, title + "\n2 samples")
+        with open(page, encoding="utf-8") as f:
+            text = f.read()
+        with open(pyprofile.template_path(), encoding="utf-8") as f:
+            template = f.read()
+        self.assertEqual(text.count("<script"), template.count("<script"))
+        self.assertEqual(text.count("</script"), template.count("</script"))
+        self.assertNotIn("<!--", text)
+        self.assertIn("<title>pyprofile: python &#x27;&lt;/script&gt;"
+                      "&lt;script&gt;alert(1)&lt;/script&gt;&#x27;</title>",
+                      text)
+        # The names are whole for the page's code.
+        titles = {node.get("t") for node in nodes(page_tree(page))}
+        self.assertIn(f"foo ({EVIL})", titles)
+        options = re.search(r"const options = \[(.*)\];\n", text).group(1)
+        self.assertEqual(json.loads(options)["context"],
+                         title + "\n2 samples")
+
+    def planted_link(self, name):
+        """A symbolic link at the output's old temporary name, planted by
+        another user, and the file it points to."""
+        victim = os.path.join(self.tmp, "victim")
+        with open(victim, "w") as f:
+            f.write("precious\n")
+        os.symlink(victim, os.path.join(self.tmp, name + ".tmp"))
+        return victim
+
+    def assert_written(self, victim, output):
+        with open(victim) as f:
+            self.assertEqual(f.read(), "precious\n")
+        self.assertTrue(os.path.isfile(output))
+        self.assertFalse(os.path.islink(output))
+        # Nothing else left.
+        self.assertEqual(sorted(os.listdir(self.tmp)),
+                         sorted([os.path.basename(output),
+                                 os.path.basename(output) + ".tmp",
+                                 "victim"]))
+
+    def test_collapsed_not_through_a_link(self):
+        victim = self.planted_link("out.txt")
+        output = os.path.join(self.tmp, "out.txt")
+        pyprofile.write_collapsed(pyprofile.parse_perf_script(self.SAMPLE),
+                                  output)
+        self.assert_written(victim, output)
+        with open(output, encoding="utf-8") as f:
+            self.assertIn("foo (", f.read())
+
+    def test_page_not_through_a_link(self):
+        renderer_or_skip(self)
+        victim = self.planted_link("out.html")
+        output = os.path.join(self.tmp, "out.html")
+        pyprofile.render(pyprofile.parse_perf_script(self.SAMPLE), output,
+                         "title")
+        self.assert_written(victim, output)
+
+    def test_mode(self):
+        # As open() would make it, not mkstemp()'s 0600.
+        output = os.path.join(self.tmp, "out.txt")
+        old = os.umask(0o027)
+        try:
+            pyprofile.write_collapsed(
+                pyprofile.parse_perf_script(self.SAMPLE), output)
+        finally:
+            os.umask(old)
+        self.assertEqual(os.stat(output).st_mode & 0o777, 0o640)
+
+
+class TestOpenInRoot(unittest.TestCase):
+    """open_in_root() opens nothing but a regular file (issue 50 item 4):
+    a device node's driver, or a FIFO's writer, never sees an open."""
+
+    def test_fifo_is_not_opened(self):
+        tmp = os.path.realpath(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, tmp)
+        fifo = os.path.join(tmp, "jit-1.dump")
+        os.mkfifo(fifo)
+        # A writer's open() returns once a reader opens the FIFO.
+        opened = threading.Event()
+
+        def writer():
+            os.close(os.open(fifo, os.O_WRONLY))
+            opened.set()
+
+        thread = threading.Thread(target=writer, daemon=True)
+        thread.start()
+        try:
+            with self.assertRaises(OSError):
+                pyprofile.open_in_root(os.getpid(), fifo)
+            self.assertFalse(opened.wait(0.5), "the FIFO was opened")
+        finally:
+            # Let the writer go.
+            os.close(os.open(fifo, os.O_RDONLY | os.O_NONBLOCK))
+            thread.join(10)
+
+    def test_regular_file(self):
+        tmp = os.path.realpath(tempfile.mkdtemp())
+        self.addCleanup(shutil.rmtree, tmp)
+        path = os.path.join(tmp, "perf-1.map")
+        with open(path, "w") as f:
+            f.write("1000 10 py::foo:app.py\n")
+        with pyprofile.open_in_root(os.getpid(), path) as f:
+            self.assertEqual(f.read(), b"1000 10 py::foo:app.py\n")
+        os.symlink(path, path + ".link")
+        with self.assertRaises(OSError):
+            pyprofile.open_in_root(os.getpid(), path + ".link")
 
 
 def chains_of_nodes(node, prefix=()):
