@@ -17,6 +17,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import sysconfig
@@ -489,6 +490,329 @@ class TestRecording(unittest.TestCase):
         self.assertFalse(os.path.exists(self.output))
 
 
+def session_members(sid):
+    """The PIDs of the processes of session sid."""
+    pids = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                line = f.read()
+        except OSError:
+            continue
+        fields = line[line.rfind(")") + 2:].split()
+        if len(fields) > 3 and int(fields[3]) == sid:
+            pids.append(int(name))
+    return pids
+
+
+def kill_session(sid):
+    """Kill what is left of session sid (a test's)."""
+    for pid in session_members(sid):
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def alive(pid):
+    """Whether pid is a process that has not ended (zombies have)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            line = f.read()
+    except OSError:
+        return False
+    return line[line.rfind(")") + 2:].split()[0] not in ("Z", "X")
+
+
+def one_line_error(testcase, proc):
+    """proc failed with one line of error from pyprofile, no traceback."""
+    testcase.assertNotEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+    testcase.assertNotIn("Traceback", proc.stderr)
+    lines = proc.stderr.splitlines()
+    testcase.assertEqual(len(lines), 1, proc.stdout + proc.stderr)
+    testcase.assertTrue(lines[0].startswith("pyprofile: "), lines)
+    return lines[0]
+
+
+class TestCommandLine(unittest.TestCase):
+    """Bad input, as an operator gives it: one line of error and a
+    non-zero status, found before anything is recorded (issue 50 items 9
+    and 11)."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+
+    def test_outputs_checked_before_recording(self):
+        good = os.path.join(self.tmp, "good.txt")
+        # Not a device such as /dev/null, which a pyprofile that fails
+        # this test would replace.
+        special = os.path.join(self.tmp, "special")
+        os.mkdir(special)
+        fifo = os.path.join(special, "fifo.txt")
+        os.mkfifo(fifo)
+        link = os.path.join(special, "link.txt")
+        os.symlink(good, link)
+        for bad, reason in (
+                (special, "it is a directory"),
+                (os.path.join(self.tmp, "missing", "x.html"), "no directory"),
+                ("/proc/x.txt", "cannot write /proc/x.txt"),
+                (fifo, "not a regular file"),
+                (link, "it is a symbolic link")):
+            with self.subTest(output=bad):
+                proc = run_pyprofile("-o", bad, "-o", good, "--",
+                                     sys.executable, "-c", "pass")
+                line = one_line_error(self, proc)
+                self.assertIn(reason, line)
+                self.assertFalse(os.path.exists(good))
+                self.assertEqual(os.listdir(self.tmp), ["special"])
+                self.assertEqual(sorted(os.listdir(special)),
+                                 ["fifo.txt", "link.txt"])
+
+    def test_no_process(self):
+        # A PID that no process has: a child's, once it is waited for.
+        proc = subprocess.Popen(["true"])
+        proc.wait()
+        line = one_line_error(self, run_pyprofile("-p", str(proc.pid)))
+        self.assertEqual(line, f"pyprofile: no process {proc.pid}")
+
+    def test_zombie(self):
+        proc = subprocess.Popen(["true"])
+        self.addCleanup(proc.wait)
+        deadline = time.monotonic() + 30
+        while alive(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        line = one_line_error(self, run_pyprofile("-p", str(proc.pid)))
+        self.assertEqual(line, f"pyprofile: process {proc.pid} (true) "
+                         "has ended")
+
+    def test_kernel_thread(self):
+        for pid in ["2", *sorted(os.listdir("/proc"))]:
+            try:
+                with open(f"/proc/{pid}/stat") as f:
+                    line = f.read()
+            except OSError:
+                continue
+            flags = int(line[line.rfind(")") + 2:].split()[6])
+            if flags & 0x00200000:
+                break
+        else:
+            self.skipTest("no kernel thread is visible here")
+        line = one_line_error(self, run_pyprofile("-p", pid))
+        self.assertRegex(line, rf"^pyprofile: process {pid} \(.*\) is a "
+                         "kernel thread")
+
+    def test_pid_1(self):
+        # init: not Python, or not ours to inspect.
+        one_line_error(self, run_pyprofile("-p", "1"))
+        one_line_error(self, run_pyprofile("--check", "-p", "1"))
+
+    def test_pid_1_as_another_user(self):
+        if os.geteuid() != 0 or shutil.which("setpriv") is None:
+            self.skipTest("needs root and setpriv")
+        proc = subprocess.run(
+            ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+             sys.executable, PYPROFILE, "-p", "1"],
+            capture_output=True, text=True, timeout=300, cwd="/")
+        line = one_line_error(self, proc)
+        self.assertIn("permission denied", line)
+
+    def test_not_python(self):
+        proc = subprocess.Popen(["sleep", "60"])
+        self.addCleanup(stop_process, proc)
+        line = one_line_error(self, run_pyprofile("-p", str(proc.pid)))
+        self.assertIn("does not run Python", line)
+
+    def test_usage_error(self):
+        one_line_error(self, run_pyprofile("-p", "1", "--", "python"))
+        one_line_error(self, run_pyprofile("--backend", "nope", "-p", "1"))
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestCommand(unittest.TestCase):
+    """pyprofile -- COMMAND as operators and CI use it: the command's
+    errors and status, Ctrl-C, SIGTERM, its processes' files (issue 50
+    items 5-8, 10, 12)."""
+
+    def setUp(self):
+        ready_or_skip(self, "perf", sys.executable)
+        self.tmp = tempfile.mkdtemp()
+        self.addCleanup(shutil.rmtree, self.tmp)
+        self.output = os.path.join(self.tmp, "profile.txt")
+
+    def program(self, text, name="program.py"):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(textwrap.dedent(text))
+        return path
+
+    def test_stderr_and_status(self):
+        program = self.program("""
+            import sys, time
+            deadline = time.perf_counter() + 0.3
+            while time.perf_counter() < deadline:
+                pass
+            print("the program's error", file=sys.stderr)
+            sys.exit(3)
+            """)
+        proc = run_pyprofile("-o", self.output, "--", sys.executable,
+                             program)
+        self.assertIn("the program's error\n", proc.stderr)
+        self.assertEqual(proc.returncode, 3, proc.stderr)
+        self.assertTrue(os.path.exists(self.output))
+
+    def test_killed_by_a_signal(self):
+        program = self.program("""
+            import os, signal
+            os.kill(os.getpid(), signal.SIGKILL)
+            """)
+        proc = run_pyprofile("-o", self.output, "--", sys.executable,
+                             program)
+        self.assertEqual(proc.returncode, 128 + 9, proc.stderr)
+
+    LONG = """
+        import sys, time
+        print("ready", flush=True)
+        try:
+            while True:
+                sum(range(1000))
+        except KeyboardInterrupt:
+            pass
+        """
+
+    def start(self, *args):
+        """pyprofile in a session (and process group) of its own, once its
+        command runs, and the processes of its session."""
+        env = dict(os.environ, TMPDIR=os.path.join(self.tmp, "tmpdir"))
+        os.mkdir(env["TMPDIR"])
+        proc = subprocess.Popen(
+            [sys.executable, PYPROFILE, *args, "--", sys.executable,
+             self.program(self.LONG)],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True, env=env)
+        self.addCleanup(proc.wait)
+        self.addCleanup(kill_session, proc.pid)
+        self.addCleanup(proc.stdout.close)
+        self.addCleanup(proc.stderr.close)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        time.sleep(1)
+        return proc, session_members(proc.pid)
+
+    def wait_for_the_end(self, members):
+        deadline = time.monotonic() + 30
+        while (any(alive(pid) for pid in members)
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        self.assertEqual([pid for pid in members if alive(pid)], [])
+
+    def test_ctrl_c(self):
+        # The terminal sends SIGINT to the whole process group.
+        proc, members = self.start("-o", self.output)
+        os.killpg(proc.pid, signal.SIGINT)
+        out, err = proc.communicate(timeout=300)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(proc.returncode, 128 + signal.SIGINT, err)
+        with open(self.output) as f:
+            self.assertIn("<module> (program.py)", f.read())
+        self.wait_for_the_end(members)
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "tmpdir")), [])
+
+    def test_sigterm(self):
+        # As timeout and supervisors send it: to pyprofile alone.
+        proc, members = self.start("-o", self.output)
+        self.assertGreaterEqual(len(members), 3)    # with perf and python
+        os.kill(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=300)
+        self.assertNotIn("Traceback", err)
+        self.assertEqual(proc.returncode, 128 + signal.SIGTERM, err)
+        self.wait_for_the_end(members)
+        # No perf.data left.
+        self.assertEqual(os.listdir(os.path.join(self.tmp, "tmpdir")), [])
+
+    def test_files_of_running_processes_stay(self):
+        # The command starts a helper that outlives it: the helper's map
+        # is its own to the end (a later profile needs it); the
+        # command's goes.
+        stop = os.path.join(self.tmp, "stop")
+        helper = self.program(f"""
+            import os
+
+            def helper():
+                while not os.path.exists({stop!r}):
+                    sum(range(10000))
+
+            helper()
+            """, "helper.py")
+        program = self.program(f"""
+            import subprocess, sys, time
+            helper = subprocess.Popen([sys.executable, {helper!r}],
+                                      stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL,
+                                      start_new_session=True)
+            print(helper.pid, flush=True)
+            deadline = time.perf_counter() + 1
+            while time.perf_counter() < deadline:
+                sum(range(1000))
+            """)
+        try:
+            proc = run_pyprofile("-o", self.output, "--", sys.executable,
+                                 program)
+            pid = int(proc.stdout.split()[0])
+        except BaseException:
+            with open(stop, "w"):
+                pass
+            raise
+        map_file = f"/tmp/perf-{pid}.map"
+        try:
+            self.assertEqual(proc.returncode, 0, proc.stderr)
+            with open(self.output) as f:
+                self.assertIn("helper (helper.py)", f.read())
+            self.assertTrue(alive(pid))
+            self.assertTrue(os.path.exists(map_file))
+        finally:
+            with open(stop, "w"):
+                pass
+            self.wait_for_the_end([pid])
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(map_file)
+
+    def test_process_name_with_leading_space(self):
+        program = self.program("""
+            import time
+            with open("/proc/self/comm", "w") as f:
+                f.write(" spaced")
+            deadline = time.perf_counter() + 0.5
+            while time.perf_counter() < deadline:
+                pass
+            """)
+        proc = run_pyprofile("-o", self.output, "--", sys.executable,
+                             program)
+        self.assertEqual(proc.returncode, 0, proc.stderr)
+        with open(self.output) as f:
+            counts = [int(line.rsplit(" ", 1)[1]) for line in f
+                      if line.startswith(" spaced ")]
+        self.assertGreater(sum(counts), 50)
+
+    def test_collapsed_stacks_without_the_renderer(self):
+        env = dict(os.environ, XDG_CACHE_HOME=os.path.join(self.tmp, "c"))
+        program = self.program(PROGRAM)
+        proc = subprocess.run(
+            [sys.executable, PYPROFILE, "-o", self.output, "--",
+             sys.executable, program, "0.3"],
+            capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(proc.returncode, 0, proc.stdout + proc.stderr)
+        with open(self.output) as f:
+            self.assertIn("foo (program.py)", f.read())
+        # A page needs it.
+        proc = subprocess.run(
+            [sys.executable, PYPROFILE, "-o", self.output + ".html", "--",
+             sys.executable, program, "0.3"],
+            capture_output=True, text=True, timeout=300, env=env)
+        self.assertEqual(proc.returncode, 1)
+        self.assertIn("FAIL renderer", proc.stdout)
+
+
 def unshare_usable():
     """None if this process can make a container with unshare, else why
     not."""
@@ -833,6 +1157,75 @@ class TestPythonView(unittest.TestCase):
         self.assertEqual(text, "python 4242;<module> (app.py);"
                          "ufunc_generic_call;foo (app.py);math_factorial 1\n"
                          "python 4242;Py_BytesMain;gc_collect_main 1\n")
+
+    def test_process_name_with_leading_space(self):
+        # perf prints the name as the process set it (prctl, or
+        # /proc/self/comm): one that starts with a space keeps its samples
+        # (issue 50 item 13).
+        sample = self.SAMPLE.replace("python 4242", " worker 1  4242", 1)
+        tree = pyprofile.parse_perf_script(sample)
+        self.assertEqual([(names[0], count) for names, count in tree.stacks()],
+                         [(" worker 1 4242", 1), ("python 4242", 1)])
+
+    def test_real_header(self):
+        # As perf 6.1 prints it: the PID right-aligned in 5 columns.
+        sample = ("python  6381 \n"
+                  "\t    7f0000003000 py::foo:/srv/app.py "
+                  "(/tmp/perf-6381.map)\n\n")
+        tree, pids = pyprofile.fold_perf_script(io.BytesIO(sample.encode()))
+        self.assertEqual(list(tree.stacks()),
+                         [(("python 6381", "foo (app.py)"), 1)])
+        self.assertEqual(pids, {6381})
+
+
+class TestStreaming(unittest.TestCase):
+    """perf script's output is folded as it is read, in memory that goes
+    with the number of distinct stacks, not of samples (issue 50 item
+    14)."""
+
+    class Output(io.RawIOBase):
+        """Samples of perf script's output, made as they are read: blocks
+        of 100 samples with the same 60 frames at addresses that differ."""
+
+        def __init__(self, blocks):
+            self.block = "".join(
+                "python 4242\n" + "".join(
+                    f"\t{sample * 64 + i:16x} func{i} (/b/python)\n"
+                    for i in range(60)) + "\n"
+                for sample in range(100)).encode()
+            self.left = blocks
+            self.offset = len(self.block)
+
+        def readable(self):
+            return True
+
+        def readinto(self, buffer):
+            if self.offset == len(self.block):
+                if not self.left:
+                    return 0
+                self.left -= 1
+                self.offset = 0
+            n = min(len(buffer), len(self.block) - self.offset)
+            buffer[:n] = self.block[self.offset:self.offset + n]
+            self.offset += n
+            return n
+
+    def test_memory_goes_with_the_stacks(self):
+        import tracemalloc
+        samples = 20000             # about 40 MB of text
+        stream = io.BufferedReader(self.Output(samples // 100), 1 << 16)
+        tracemalloc.start()
+        try:
+            tree, pids = pyprofile.fold_perf_script(stream, native=True)
+            peak = tracemalloc.get_traced_memory()[1]
+        finally:
+            tracemalloc.stop()
+        self.assertEqual(list(tree.stacks()),
+                         [(("python 4242",
+                            *(f"func{i}" for i in reversed(range(60)))),
+                           samples)])
+        self.assertEqual(pids, {4242})
+        self.assertLess(peak, 16 << 20)
 
 
 def renderer_or_skip(testcase):
