@@ -38,6 +38,7 @@ static void
 atfork_child(void)
 {
     _PyPerfCore.forked = 1;
+    _PyPerfFile_DropLocksAtFork();
 }
 
 /* Activation ***************************************************************/

@@ -731,6 +731,19 @@ _PyPerfFile_LockForTesting(int lock)
 /* Forked children **********************************************************/
 
 void
+_PyPerfFile_DropLocksAtFork(void)
+{
+    /* In the child of every fork, however made: a child that lives on
+       without running Python code (a helper forked by C code) must not
+       keep the parent's locks after the parent ends or execs.  Closing
+       these copies leaves the parent's held. */
+    for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
+        _PyPerfFileIO_DropLock(&files.file[kind].lock);
+        _PyPerfFileIO_DropLock(&files.pending[kind].lock);
+    }
+}
+
+void
 _PyPerfFile_AfterFork(void)
 {
     import_depth = 0;

@@ -314,7 +314,9 @@ _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd)
     }
     int lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
     if (lock_fd < 0) {
-        return -1;
+        /* With no descriptor to spare, the support goes without the
+           lock rather than not at all. */
+        return (errno == EMFILE || errno == ENFILE) ? 0 : -1;
     }
     struct flock fl;
     memset(&fl, 0, sizeof(fl));

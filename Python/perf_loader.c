@@ -25,9 +25,9 @@
    The object has a read-only segment (ELF and program headers, a dynamic
    section, an empty symbol table, .eh_frame_hdr and .eh_frame) and the
    text, which has no bytes in the file.  The read-only segment is shared
-   anonymous memory, mapped over the loader's private copy and through a
-   second, writable view: each new arena's FDEs and search-table entries
-   are written there, then the table's count grows.  An entry depends on
+   anonymous memory, moved over the loader's private copy: each new
+   arena's FDEs and search-table entries are written there, made writable
+   for the time, then the table's count grows.  An entry depends on
    nothing but its slot's place in the text, so a forked child, which
    shares these pages, writes the same bytes as its parent for the same
    slots, and the count only grows.  The text is shared anonymous memory,
@@ -100,11 +100,11 @@
 #define PHDRS 5
 #define DYNAMIC_ENTRIES 5
 
-/* Slots of an object: 16 MiB of perf trampolines, 112 MiB of perf_jit
+/* Slots of an object: 8 MiB of perf trampolines, 56 MiB of perf_jit
    ones (x86-64), of address space reserved, not memory.  The unwind data
-   of all of them takes 40 MiB of address space; pages of it are used as
+   of all of them takes 20 MiB of address space; pages of it are used as
    slots are handed out.  Arenas beyond are anonymous. */
-#define MAX_SLOTS ((size_t)1 << 20)
+#define MAX_SLOTS ((size_t)1 << 19)
 
 /* The object of one slot stride.  Set up by _PyPerfLoader_Open() under
    open_lock, then used by _PyPerfLoader_NewText() under the GIL once
@@ -115,9 +115,11 @@ typedef struct {
     size_t text_size;
     char *text;                 /* in the object */
     size_t used;                /* bytes of text handed out */
-    long owner;                 /* the process whose reservation the
-                                   rest of the text is */
-    unsigned char *rw;          /* writable view of the read-only segment */
+    unsigned long forks;        /* "forks" when the rest of the text was
+                                   reserved by this process */
+    unsigned char *base;        /* the object's read-only segment */
+    size_t ro_size;
+    size_t page;
     size_t hdr_off;             /* .eh_frame_hdr, from the object's base */
     size_t fde_off;             /* the first FDE */
     size_t fde_size;
@@ -131,6 +133,45 @@ static loader_object objects[MAX_OBJECTS];
 static pthread_mutex_t open_lock = PTHREAD_MUTEX_INITIALIZER;
 /* The process that started the runtime: a forked child never opens. */
 static long start_pid;
+/* Forks since an object was opened, counted in each child (a descendant
+   may have the same PID, as the first process of a PID namespace). */
+static unsigned long forks;
+static int watching_forks;
+
+static void
+count_fork(void)
+{
+    forks++;
+}
+
+/* Protect the pages of [from, to) of obj's read-only segment with prot.
+   (They are written with the segment made writable for the time, not
+   through a second mapping, which doubled the address space it takes.) */
+static int
+protect(loader_object *obj, size_t from, size_t to, int prot)
+{
+    size_t start = from / obj->page * obj->page;
+    return mprotect(obj->base + start, to - start, prot);
+}
+
+#ifndef MADV_DONTDUMP
+#  define MADV_DONTDUMP 0
+#  define MADV_DODUMP 0
+#endif
+
+/* Core files and gcore keep only the parts in use (advice MADV_DODUMP)
+   of [start, start + size): the rest of the reservations, shared memory,
+   would be dumped whole, and read into memory for it. */
+static void
+dump(loader_object *obj, char *start, size_t size, int advice)
+{
+    if (advice != 0) {
+        uintptr_t page = obj->page;
+        uintptr_t from = (uintptr_t)start / page * page;
+        uintptr_t to = ((uintptr_t)start + size + page - 1) / page * page;
+        (void)madvise((void *)from, to - from, advice);
+    }
+}
 
 /* Lay out the object for obj->stride and code_size bytes of code per
    slot, and write its headers, .eh_frame_hdr's header and the CIE into
@@ -248,30 +289,44 @@ write_headers(loader_object *obj, size_t code_size, size_t page,
 
 /* Write the FDEs and search-table entries of slots [first, end), then
    let unwinders see them.  Every entry is what any process of the
-   lineage writes for that slot, so the count is raised, never lowered. */
-static void
+   lineage writes for that slot, and each is written whole from a copy
+   made first, so that rewriting one that another process published
+   already shows no other bytes to an unwinder meanwhile; the count is
+   raised, never lowered.  Return -1 if the segment cannot be made
+   writable. */
+static int
 publish(loader_object *obj, size_t first, size_t end)
 {
+    size_t table = obj->hdr_off + 12;
+    size_t fdes = obj->fde_off;
+    if (protect(obj, obj->hdr_off, table + 8 * end,
+                PROT_READ | PROT_WRITE) < 0
+        || protect(obj, fdes + first * obj->fde_size,
+                   fdes + end * obj->fde_size, PROT_READ | PROT_WRITE) < 0)
+    {
+        (void)protect(obj, obj->hdr_off, table + 8 * end, PROT_READ);
+        return -1;
+    }
     uint32_t cie_pointer, start;
     memcpy(&cie_pointer, obj->fde + 4, 4);
     memcpy(&start, obj->fde + 8, 4);
-    unsigned char *table = obj->rw + obj->hdr_off + 12;
+    unsigned char fde[_PyPerfUnwind_FDE_MAX_SIZE];
+    memcpy(fde, obj->fde, obj->fde_size);
     for (size_t i = first; i < end; i++) {
-        size_t fde = obj->fde_off + i * obj->fde_size;
-        unsigned char *p = obj->rw + fde;
-        memcpy(p, obj->fde, obj->fde_size);
+        size_t at = fdes + i * obj->fde_size;
         uint32_t moved = cie_pointer + (uint32_t)(i * obj->fde_size);
-        memcpy(p + 4, &moved, 4);
+        memcpy(fde + 4, &moved, 4);
         moved = start + (uint32_t)(i * obj->stride)
                 - (uint32_t)(i * obj->fde_size);
-        memcpy(p + 8, &moved, 4);
+        memcpy(fde + 8, &moved, 4);
+        memcpy(obj->base + at, fde, obj->fde_size);
         uint32_t entry[2] = {
             (uint32_t)(obj->text_off + i * obj->stride - obj->hdr_off),
-            (uint32_t)(fde - obj->hdr_off),
+            (uint32_t)(at - obj->hdr_off),
         };
-        memcpy(table + 8 * i, entry, sizeof(entry));
+        memcpy(obj->base + table + 8 * i, entry, sizeof(entry));
     }
-    uint32_t *count = (uint32_t *)(obj->rw + obj->hdr_off + 8);
+    uint32_t *count = (uint32_t *)(obj->base + obj->hdr_off + 8);
     uint32_t seen = __atomic_load_n(count, __ATOMIC_RELAXED);
     while (seen < (uint32_t)end
            && !__atomic_compare_exchange_n(count, &seen, (uint32_t)end, 1,
@@ -279,6 +334,14 @@ publish(loader_object *obj, size_t first, size_t end)
                                            __ATOMIC_RELAXED))
     {
     }
+    (void)protect(obj, obj->hdr_off, table + 8 * end, PROT_READ);
+    (void)protect(obj, fdes + first * obj->fde_size,
+                  fdes + end * obj->fde_size, PROT_READ);
+    dump(obj, (char *)obj->base + table + 8 * first, 8 * (end - first),
+         MADV_DODUMP);
+    dump(obj, (char *)obj->base + fdes + first * obj->fde_size,
+         (end - first) * obj->fde_size, MADV_DODUMP);
+    return 0;
 }
 
 /* Open the object for obj (stride and text_size set); return 0, or -1
@@ -298,6 +361,7 @@ open_object(loader_object *obj, size_t code_size, size_t page)
     }
     size_t ro_size;
     write_headers(obj, code_size, page, NULL, &ro_size);
+    /* The segment, written here and moved over the loader's copy. */
     unsigned char *rw = mmap(NULL, ro_size, PROT_READ | PROT_WRITE,
                              MAP_SHARED | MAP_ANONYMOUS | MAP_NORESERVE,
                              -1, 0);
@@ -343,40 +407,44 @@ open_object(loader_object *obj, size_t code_size, size_t page)
     }
     map->l_name[0] = '\0';
     char *base = (char *)map->l_addr;
-    /* The same bytes as the loader's private copy, but the pages of the
-       writable view (an alias: mremap() of a shared mapping with old
-       size 0), so "/dev/zero (deleted)" in /proc/PID/maps like the
-       text. */
-    if (mremap(rw, 0, ro_size, MREMAP_MAYMOVE | MREMAP_FIXED, base)
-        != MAP_FAILED)
+    /* The same bytes as the loader's private copy, in memory shared with
+       forked children ("/dev/zero (deleted)" in /proc/PID/maps, like the
+       text): moved there whole, so that no unwinder sees the headers
+       missing meanwhile. */
+    if (mremap(rw, ro_size, ro_size, MREMAP_MAYMOVE | MREMAP_FIXED, base)
+        == MAP_FAILED)
     {
-        (void)mprotect(base, ro_size, PROT_READ);
-    }
-    else {
-        /* An emulator (qemu-user) may not make such an alias: the
-           object's own pages are the writable view. */
         munmap(rw, ro_size);
-        rw = mmap(base, ro_size, PROT_READ | PROT_WRITE,
-                  MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
-                  -1, 0);
-        if (rw == MAP_FAILED) {
+        if (mmap(base, ro_size, PROT_READ | PROT_WRITE,
+                 MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
+                 -1, 0) == MAP_FAILED)
+        {
             /* The object has no FDE for any address, like the rest of
                its memory. */
             return -1;
         }
-        write_headers(obj, code_size, page, rw, &ro_size);
+        write_headers(obj, code_size, page, (unsigned char *)base,
+                      &ro_size);
     }
+    (void)mprotect(base, ro_size, PROT_READ);
+    obj->base = (unsigned char *)base;
+    obj->ro_size = ro_size;
+    obj->page = page;
+    /* The headers, the table's count and the CIE are dumped. */
+    dump(obj, base + obj->hdr_off + page,
+         obj->fde_off - obj->hdr_off - page, MADV_DONTDUMP);
+    dump(obj, base + obj->fde_off, ro_size - obj->fde_off, MADV_DONTDUMP);
     /* The text, reserved. */
-    if (mmap(base + obj->text_off, obj->text_size, PROT_NONE,
+    obj->text = base + obj->text_off;
+    if (mmap(obj->text, obj->text_size, PROT_NONE,
              MAP_SHARED | MAP_ANONYMOUS | MAP_FIXED | MAP_NORESERVE,
              -1, 0) == MAP_FAILED)
     {
         return -1;
     }
-    obj->rw = rw;
-    obj->text = base + obj->text_off;
+    dump(obj, obj->text, obj->text_size, MADV_DONTDUMP);
     obj->used = 0;
-    obj->owner = (long)getpid();
+    obj->forks = forks;
     return 0;
 }
 
@@ -390,11 +458,16 @@ void
 _PyPerfLoader_Open(size_t stride, size_t code_size)
 {
     long page = sysconf(_SC_PAGESIZE);
-    if (page <= 0 || (long)getpid() != start_pid
+    if (page <= 0 || (long)getpid() != start_pid || forks != 0
         || pthread_mutex_trylock(&open_lock) != 0)
     {
-        /* A forked child, or another thread opens: not now. */
+        /* A forked child, or another thread opens: not now (waiting
+           could deadlock: this thread may be in a dl_iterate_phdr()
+           callback, and the other waiting for the loader). */
         return;
+    }
+    if (!watching_forks) {
+        watching_forks = pthread_atfork(NULL, NULL, count_fork) == 0;
     }
     loader_object *obj = NULL;
     for (int i = 0; i < MAX_OBJECTS; i++) {
@@ -409,7 +482,7 @@ _PyPerfLoader_Open(size_t stride, size_t code_size)
     if (obj != NULL) {
         obj->stride = stride;
         obj->text_size = _Py_SIZE_ROUND_UP(MAX_SLOTS * stride, (size_t)page);
-        if (open_object(obj, code_size, (size_t)page) == 0) {
+        if (watching_forks && open_object(obj, code_size, (size_t)page) == 0) {
             __atomic_store_n(&obj->ready, 1, __ATOMIC_RELEASE);
         }
     }
@@ -436,8 +509,7 @@ _PyPerfLoader_NewText(size_t size, size_t stride)
         return NULL;
     }
     char *text = obj->text + obj->used;
-    long pid = (long)getpid();
-    if (obj->owner != pid) {
+    if (obj->forks != forks) {
         /* A forked child: what its parent has not handed out yet is the
            parent's to fill. */
         if (mmap(text, obj->text_size - obj->used, PROT_NONE,
@@ -446,12 +518,16 @@ _PyPerfLoader_NewText(size_t size, size_t stride)
         {
             return NULL;
         }
-        obj->owner = pid;
+        dump(obj, text, obj->text_size - obj->used, MADV_DONTDUMP);
+        obj->forks = forks;
     }
-    if (mprotect(text, size, PROT_READ | PROT_WRITE) < 0) {
+    if (mprotect(text, size, PROT_READ | PROT_WRITE) < 0
+        || publish(obj, obj->used / stride, (obj->used + size) / stride) < 0)
+    {
+        (void)mprotect(text, size, PROT_NONE);
         return NULL;
     }
-    publish(obj, obj->used / stride, (obj->used + size) / stride);
+    dump(obj, text, size, MADV_DODUMP);
     obj->used += size;
     return text;
 }

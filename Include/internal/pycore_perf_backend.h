@@ -234,6 +234,8 @@ extern int64_t _PyPerfFile_Now(void);
    WriteInherited, once its own file is open; every other kind's is
    dropped then too. */
 extern void _PyPerfFile_AfterFork(void);
+/* In a forked child's at-fork handler: only async-signal-safe calls. */
+extern void _PyPerfFile_DropLocksAtFork(void);
 extern int _PyPerfFile_WriteInherited(int kind);
 extern size_t _PyPerfFile_WrittenBytes(void);
 extern size_t _PyPerfFile_Writes(void);
