@@ -15,8 +15,6 @@ as pyprofile read it before it streamed.
 """
 
 import argparse
-import importlib.machinery
-import importlib.util
 import os
 import resource
 import subprocess
@@ -57,14 +55,6 @@ WORKLOAD = textwrap.dedent("""
 """)
 
 
-def load(path):
-    loader = importlib.machinery.SourceFileLoader("pyprofile_bench", path)
-    spec = importlib.util.spec_from_loader("pyprofile_bench", loader)
-    module = importlib.util.module_from_spec(spec)
-    loader.exec_module(module)
-    return module
-
-
 def record(tmp, samples, depth):
     program = os.path.join(tmp, "workload.py")
     with open(program, "w") as f:
@@ -72,10 +62,22 @@ def record(tmp, samples, depth):
     data = os.path.join(tmp, "perf.data")
     frequency = 4999
     # Each Python function is about 3 native frames under -X perf.
-    subprocess.run(["perf", "record", "-q", "-F", str(frequency), "-e",
-                    "cpu-clock", "-g", "-o", data, "--", sys.executable,
-                    "-X", "perf", program, str(max(1, depth // 3)),
-                    str(samples / frequency)], check=True)
+    proc = subprocess.run(
+        ["perf", "record", "-q", "-F", str(frequency), "-e", "cpu-clock",
+         "-g", "-o", data, "--", sys.executable, "-X", "perf", program,
+         str(max(1, depth // 3)), str(samples / frequency)])
+    # The workload's map, which names its (unique) path.
+    for name in os.listdir("/tmp"):
+        path = os.path.join("/tmp", name)
+        if name.startswith("perf-") and name.endswith(".map"):
+            try:
+                with open(path, "rb") as f:
+                    if os.fsencode(program) in f.read():
+                        os.unlink(path)
+            except OSError:
+                pass
+    if proc.returncode != 0:
+        sys.exit(f"perf record failed (exit status {proc.returncode})")
     return data
 
 
@@ -102,6 +104,9 @@ READER = textwrap.dedent("""
     spec = importlib.util.spec_from_loader("p", loader)
     p = importlib.util.module_from_spec(spec)
     loader.exec_module(p)
+    if not hasattr(p, "parse_perf_script"):
+        # Split by stage: its reader is pyprofile_lib.perfscript.
+        from pyprofile_lib import perfscript as p
     wall = time.perf_counter()
     args = ["perf", "script", "-i", data, "-F", "comm,pid,ip,sym,dso"]
     if mode == "stream":

@@ -41,6 +41,10 @@ def load_pyprofile():
 
 
 pyprofile = load_pyprofile()
+# Its stages, each tested on its own (the script puts their directory,
+# Tools/perf, in sys.path).
+from pyprofile_lib import (common, containers, perfscript, procroot,
+                           readiness, rendering)
 
 HAVE_TRAMPOLINE = sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") == 1
 NOFP_PYTHON = os.environ.get("PYTHON_NOFP_INTERPRETER")
@@ -138,8 +142,8 @@ class TestReadiness(unittest.TestCase):
     def test_paranoid_setting_forbids_recording(self):
         fake = {"/proc/sys/kernel/perf_event_paranoid": "3\n",
                 "/proc/self/status": "CapEff:\t0000000000000000\n"}
-        with mock.patch.object(pyprofile, "read_text", fake.get), \
-             mock.patch.object(pyprofile.os, "geteuid", return_value=1000):
+        with mock.patch.object(readiness, "read_text", fake.get), \
+             mock.patch.object(readiness.os, "geteuid", return_value=1000):
             rc, out = self.check("--python", sys.executable)
         self.assertEqual(rc, 1)
         self.assertIn("FAIL permission: perf_event_paranoid=3", out)
@@ -151,19 +155,19 @@ class TestReadiness(unittest.TestCase):
         cap_perfmon = 1 << 38
         fake = {"/proc/sys/kernel/perf_event_paranoid": "3\n",
                 "/proc/self/status": f"CapEff:\t{cap_perfmon:016x}\n"}
-        with mock.patch.object(pyprofile, "read_text", fake.get), \
-             mock.patch.object(pyprofile.os, "geteuid", return_value=1000):
-            check = pyprofile.check_permission()
+        with mock.patch.object(readiness, "read_text", fake.get), \
+             mock.patch.object(readiness.os, "geteuid", return_value=1000):
+            check = readiness.check_permission()
         self.assertTrue(check.ok, check)
 
     def test_noexec_tmp_fails_for_perf_jit_only(self):
         mountinfo = ("22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
                      "40 22 0:35 / /tmp rw,nosuid,nodev,noexec shared:20 - "
                      "tmpfs tmpfs rw\n")
-        with mock.patch.object(pyprofile, "read_text",
+        with mock.patch.object(readiness, "read_text",
                                {"/proc/self/mountinfo": mountinfo}.get):
-            jit = pyprofile.check_tmp("perf_jit")
-            perf = pyprofile.check_tmp("perf")
+            jit = readiness.check_tmp("perf_jit")
+            perf = readiness.check_tmp("perf")
         self.assertFalse(jit.ok)
         self.assertIn("noexec", jit.detail)
         self.assertEqual(jit.fix, "sudo mount -o remount,exec /tmp")
@@ -171,9 +175,9 @@ class TestReadiness(unittest.TestCase):
 
     def test_exec_tmp(self):
         mountinfo = "22 1 8:1 / / rw,relatime shared:1 - ext4 /dev/sda1 rw\n"
-        with mock.patch.object(pyprofile, "read_text",
+        with mock.patch.object(readiness, "read_text",
                                {"/proc/self/mountinfo": mountinfo}.get):
-            check = pyprofile.check_tmp("perf_jit")
+            check = readiness.check_tmp("perf_jit")
         self.assertTrue(check.ok, check)
         self.assertIn("on /)", check.detail)
 
@@ -192,8 +196,8 @@ class TestReadiness(unittest.TestCase):
         self.assertIn("has no perf trampoline support", out)
 
     def test_missing_perf(self):
-        with mock.patch.object(pyprofile.shutil, "which", return_value=None):
-            check = pyprofile.check_perf()
+        with mock.patch.object(readiness.shutil, "which", return_value=None):
+            check = readiness.check_perf()
         self.assertFalse(check.ok)
         self.assertEqual(check.fix, "sudo apt-get install linux-perf")
 
@@ -219,7 +223,7 @@ class TestReadiness(unittest.TestCase):
             with open(path, "w") as f:
                 f.write("1000 10 py::stale:stale.py\n")
             os.utime(path, (time.time() - 3600, time.time() - 3600))
-            check = pyprofile.check_process(proc.pid, "perf")
+            check = readiness.check_process(proc.pid, "perf")
         finally:
             proc.kill()
             proc.wait()
@@ -233,7 +237,7 @@ class TestReadiness(unittest.TestCase):
                                 env={k: v for k, v in os.environ.items()
                                      if k != "PYTHONPERFSUPPORT"})
         try:
-            check = pyprofile.check_process(proc.pid, "perf")
+            check = readiness.check_process(proc.pid, "perf")
         finally:
             proc.kill()
             proc.wait()
@@ -871,7 +875,7 @@ class TestForeignRoot(unittest.TestCase):
         self.assertEqual(proc.stdout.readline(), "ready\n")
         with open(f"/proc/{proc.pid}/task/{proc.pid}/children") as f:
             self.pid = int(f.read().split()[0])
-        self.assertEqual(pyprofile.namespaced_pid(self.pid), 1)
+        self.assertEqual(procroot.namespaced_pid(self.pid), 1)
         self.assertNotEqual(os.stat(f"/proc/{self.pid}/root").st_dev,
                             os.stat("/").st_dev)
 
@@ -889,7 +893,7 @@ class TestForeignRoot(unittest.TestCase):
         for backend in ("perf", "perf_jit"):
             with self.subTest(backend=backend):
                 check = self.in_thread(
-                    lambda: pyprofile.check_process(self.pid, backend))
+                    lambda: readiness.check_process(self.pid, backend))
                 self.assertFalse(check.ok, check)
 
     def test_planted_files_are_not_copied(self):
@@ -897,22 +901,22 @@ class TestForeignRoot(unittest.TestCase):
             with self.subTest(backend=backend):
                 target = os.path.join(self.tmp, f"copy-{backend}")
                 copier = self.in_thread(
-                    lambda: pyprofile.Copier(self.pid, backend, target))
+                    lambda: containers.Copier(self.pid, backend, target))
                 self.in_thread(copier.stop)
                 with open(target, "rb") as f:
                     self.assertEqual(f.read(), b"")
 
     def test_open_in_root(self):
         with self.assertRaises(OSError):
-            pyprofile.open_in_root(self.pid, "/tmp/perf-1.map")
+            procroot.open_in_root(self.pid, "/tmp/perf-1.map")
         with self.assertRaises(OSError):
-            pyprofile.open_in_root(self.pid, "/tmp/jit-1.dump")
+            procroot.open_in_root(self.pid, "/tmp/jit-1.dump")
         with self.assertRaises(OSError):
-            pyprofile.open_in_root(self.pid, "/tmp/../tmp/perf-1.map")
+            procroot.open_in_root(self.pid, "/tmp/../tmp/perf-1.map")
         # /bin is a symbolic link in the container's root.
         with self.assertRaises(OSError):
-            pyprofile.open_in_root(self.pid, "/bin/sh")
-        with pyprofile.open_in_root(self.pid, "/usr/bin/dash") as f:
+            procroot.open_in_root(self.pid, "/bin/sh")
+        with procroot.open_in_root(self.pid, "/usr/bin/dash") as f:
             self.assertEqual(f.read(4), b"\x7fELF")
 
 
@@ -967,7 +971,7 @@ class TestContainer(unittest.TestCase):
         interpreter cannot start with -E there."""
         if os.path.exists(self.stop_file):
             os.unlink(self.stop_file)
-        env_var = pyprofile.BACKENDS[backend]["env"]
+        env_var = common.BACKENDS[backend]["env"]
         # As in a container image, the interpreter is at a path that the
         # host does not have: /mnt/bin is mounted in the container only.
         directory, name = os.path.split(os.path.realpath(sys.executable))
@@ -992,7 +996,7 @@ class TestContainer(unittest.TestCase):
         children = f"/proc/{proc.pid}/task/{proc.pid}/children"
         with open(children) as f:
             pid = int(f.read().split()[0])
-        self.assertEqual(pyprofile.namespaced_pid(pid), 1)
+        self.assertEqual(procroot.namespaced_pid(pid), 1)
         # PIDs wrap (pid_max is 32768 on Debian 12), and processes that
         # other tests kill leave their maps: a file of this host PID is
         # a dead process's, which the checks after the profile must not
@@ -1127,7 +1131,7 @@ class TestPythonView(unittest.TestCase):
         """)
 
     def test_folded(self):
-        tree = pyprofile.parse_perf_script(self.SAMPLE).to_json()
+        tree = perfscript.parse_perf_script(self.SAMPLE).to_json()
         paths = [[(node["n"], node.get("t")) for node in path[1:]]
                  for path in chains_of_nodes(tree) if not path[-1]["c"]]
         self.assertEqual(paths, [
@@ -1142,16 +1146,16 @@ class TestPythonView(unittest.TestCase):
         ])
 
     def test_native(self):
-        tree = pyprofile.parse_perf_script(self.SAMPLE, native=True)
+        tree = perfscript.parse_perf_script(self.SAMPLE, native=True)
         first = next(iter(tree.stacks()))[0]
         self.assertEqual(len(first), 14)
         self.assertIn("_PyEval_EvalFrameDefault", first)
 
     def test_collapsed(self):
-        tree = pyprofile.parse_perf_script(self.SAMPLE)
+        tree = perfscript.parse_perf_script(self.SAMPLE)
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "profile.txt")
-            pyprofile.write_collapsed(tree, path)
+            rendering.write_collapsed(tree, path)
             with open(path, encoding="utf-8") as f:
                 text = f.read()
         self.assertEqual(text, "python 4242;<module> (app.py);"
@@ -1163,7 +1167,7 @@ class TestPythonView(unittest.TestCase):
         # /proc/self/comm): one that starts with a space keeps its samples
         # (issue 50 item 13).
         sample = self.SAMPLE.replace("python 4242", " worker 1  4242", 1)
-        tree = pyprofile.parse_perf_script(sample)
+        tree = perfscript.parse_perf_script(sample)
         self.assertEqual([(names[0], count) for names, count in tree.stacks()],
                          [(" worker 1 4242", 1), ("python 4242", 1)])
 
@@ -1172,7 +1176,7 @@ class TestPythonView(unittest.TestCase):
         sample = ("python  6381 \n"
                   "\t    7f0000003000 py::foo:/srv/app.py "
                   "(/tmp/perf-6381.map)\n\n")
-        tree, pids = pyprofile.fold_perf_script(io.BytesIO(sample.encode()))
+        tree, pids = perfscript.fold_perf_script(io.BytesIO(sample.encode()))
         self.assertEqual(list(tree.stacks()),
                          [(("python 6381", "foo (app.py)"), 1)])
         self.assertEqual(pids, {6381})
@@ -1216,7 +1220,7 @@ class TestStreaming(unittest.TestCase):
         stream = io.BufferedReader(self.Output(samples // 100), 1 << 16)
         tracemalloc.start()
         try:
-            tree, pids = pyprofile.fold_perf_script(stream, native=True)
+            tree, pids = perfscript.fold_perf_script(stream, native=True)
             peak = tracemalloc.get_traced_memory()[1]
         finally:
             tracemalloc.stop()
@@ -1229,7 +1233,7 @@ class TestStreaming(unittest.TestCase):
 
 
 def renderer_or_skip(testcase):
-    if not os.path.exists(pyprofile.template_path()):
+    if not os.path.exists(rendering.template_path()):
         testcase.skipTest("the flame graph renderer is not installed "
                           "(pyprofile --setup)")
 
@@ -1256,13 +1260,13 @@ class TestOutput(unittest.TestCase):
 
     def test_page_keeps_the_program_text_in_its_script(self):
         renderer_or_skip(self)
-        tree = pyprofile.parse_perf_script(self.SAMPLE)
+        tree = perfscript.parse_perf_script(self.SAMPLE)
         page = os.path.join(self.tmp, "page.html")
         title = "pyprofile: python '</script><script>alert(1)</script>'"
-        pyprofile.render(tree, page, title + "\n2 samples")
+        rendering.render(tree, page, title + "\n2 samples")
         with open(page, encoding="utf-8") as f:
             text = f.read()
-        with open(pyprofile.template_path(), encoding="utf-8") as f:
+        with open(rendering.template_path(), encoding="utf-8") as f:
             template = f.read()
         self.assertEqual(text.count("<script"), template.count("<script"))
         self.assertEqual(text.count("</script"), template.count("</script"))
@@ -1300,7 +1304,7 @@ class TestOutput(unittest.TestCase):
     def test_collapsed_not_through_a_link(self):
         victim = self.planted_link("out.txt")
         output = os.path.join(self.tmp, "out.txt")
-        pyprofile.write_collapsed(pyprofile.parse_perf_script(self.SAMPLE),
+        rendering.write_collapsed(perfscript.parse_perf_script(self.SAMPLE),
                                   output)
         self.assert_written(victim, output)
         with open(output, encoding="utf-8") as f:
@@ -1310,7 +1314,7 @@ class TestOutput(unittest.TestCase):
         renderer_or_skip(self)
         victim = self.planted_link("out.html")
         output = os.path.join(self.tmp, "out.html")
-        pyprofile.render(pyprofile.parse_perf_script(self.SAMPLE), output,
+        rendering.render(perfscript.parse_perf_script(self.SAMPLE), output,
                          "title")
         self.assert_written(victim, output)
 
@@ -1319,8 +1323,8 @@ class TestOutput(unittest.TestCase):
         output = os.path.join(self.tmp, "out.txt")
         old = os.umask(0o027)
         try:
-            pyprofile.write_collapsed(
-                pyprofile.parse_perf_script(self.SAMPLE), output)
+            rendering.write_collapsed(
+                perfscript.parse_perf_script(self.SAMPLE), output)
         finally:
             os.umask(old)
         self.assertEqual(os.stat(output).st_mode & 0o777, 0o640)
@@ -1346,7 +1350,7 @@ class TestOpenInRoot(unittest.TestCase):
         thread.start()
         try:
             with self.assertRaises(OSError):
-                pyprofile.open_in_root(os.getpid(), fifo)
+                procroot.open_in_root(os.getpid(), fifo)
             self.assertFalse(opened.wait(0.5), "the FIFO was opened")
         finally:
             # Let the writer go.
@@ -1359,11 +1363,11 @@ class TestOpenInRoot(unittest.TestCase):
         path = os.path.join(tmp, "perf-1.map")
         with open(path, "w") as f:
             f.write("1000 10 py::foo:app.py\n")
-        with pyprofile.open_in_root(os.getpid(), path) as f:
+        with procroot.open_in_root(os.getpid(), path) as f:
             self.assertEqual(f.read(), b"1000 10 py::foo:app.py\n")
         os.symlink(path, path + ".link")
         with self.assertRaises(OSError):
-            pyprofile.open_in_root(os.getpid(), path + ".link")
+            procroot.open_in_root(os.getpid(), path + ".link")
 
 
 def chains_of_nodes(node, prefix=()):
