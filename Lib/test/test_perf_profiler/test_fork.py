@@ -696,83 +696,75 @@ class TestFork(PerfTestCase):
                     self.assert_symbol_count(
                         text, f"py::mp_work:{script}", 1)
 
-    def test_children_that_exec_leave_no_file(self):
-        # A service that spawns programs: children that exec without
-        # running Python code (subprocess with a preexec_fn that is a C
-        # function, fork() then execv()) create no file and describe
-        # nothing; each backend's files stay the parent's alone.
+    def check_children_leave_no_file(self, source, count):
+        """Run source with each backend: it prints the PIDs of the count
+        children it made, which exec'd interpreters run without the
+        support (those write no file of their own)."""
         for backend in ("perf", "perf_jit"):
             with self.subTest(backend=backend):
                 # Files of earlier processes whose PIDs the children got
                 # are not theirs.
                 before = set(os.listdir("/tmp"))
-                pid, rc, out, err, script = self.run_script("""
-                    import json, os, subprocess, sys
-                    def work():
-                        return 1
-                    work()
-                    children = []
-                    for _ in range(3):
-                        proc = subprocess.Popen([sys.executable, "-c", ""],
-                                                preexec_fn=os.getpid,
-                                                env={})
-                        proc.wait()
-                        children.append(proc.pid)
-                    child = os.fork()
-                    if child == 0:
-                        os.execv(sys.executable, [sys.executable, "-c", ""])
-                    os.waitpid(child, 0)
-                    children.append(child)
-                    print(json.dumps(children))
-                """, flags=("-X", backend))
+                pid, rc, out, err, script = self.run_script(
+                    source, flags=("-X", backend))
                 children = self.last_json(out)
-                self.assertEqual(len(children), 4)
+                self.assertEqual(len(children), count)
                 for child in children:
                     self.forget_files(child)
-                # (The exec'd programs are interpreters run without the
-                # support: they write no file of their own.)
                 left = [name for child in children
                         for name in (f"perf-{child}.map", f"jit-{child}.dump")
                         if name not in before
                         and os.path.exists(os.path.join("/tmp", name))]
                 self.assertEqual(left, [])
 
+    def test_children_that_exec_leave_no_file(self):
+        # A service that spawns programs: children that exec without
+        # running Python code (subprocess with a preexec_fn that is a C
+        # function, fork() then execv()) create no file and describe
+        # nothing; each backend's files stay the parent's alone.
+        self.check_children_leave_no_file("""
+            import json, os, subprocess, sys
+            def work():
+                return 1
+            work()
+            children = []
+            for _ in range(3):
+                proc = subprocess.Popen([sys.executable, "-c", ""],
+                                        preexec_fn=os.getpid, env={})
+                proc.wait()
+                children.append(proc.pid)
+            child = os.fork()
+            if child == 0:
+                os.execv(sys.executable, [sys.executable, "-c", ""])
+            os.waitpid(child, 0)
+            children.append(child)
+            print(json.dumps(children))
+        """, 4)
+
     def test_preexec_fn_in_python_leaves_no_file(self):
         # A preexec_fn written in Python that calls a helper the parent
         # ran and one it never ran, then sets the child up: the child
         # execs after it, so it creates no file and describes nothing
         # (before: 3 of 3 children left their map, and their jitdump).
-        for backend in ("perf", "perf_jit"):
-            with self.subTest(backend=backend):
-                before = set(os.listdir("/tmp"))
-                pid, rc, out, err, script = self.run_script("""
-                    import json, os, subprocess, sys
-                    def known():
-                        return os.getpid()
-                    def new_in_child():
-                        return os.umask(0o022)
-                    def setup():
-                        known()
-                        new_in_child()
-                        os.setpgid(0, 0)
-                    known()
-                    children = []
-                    for _ in range(3):
-                        proc = subprocess.Popen([sys.executable, "-c", ""],
-                                                preexec_fn=setup, env={})
-                        proc.wait()
-                        children.append(proc.pid)
-                    print(json.dumps(children))
-                """, flags=("-X", backend))
-                children = self.last_json(out)
-                self.assertEqual(len(children), 3)
-                for child in children:
-                    self.forget_files(child)
-                left = [name for child in children
-                        for name in (f"perf-{child}.map", f"jit-{child}.dump")
-                        if name not in before
-                        and os.path.exists(os.path.join("/tmp", name))]
-                self.assertEqual(left, [])
+        self.check_children_leave_no_file("""
+            import json, os, subprocess, sys
+            def known():
+                return os.getpid()
+            def new_in_child():
+                return os.umask(0o022)
+            def setup():
+                known()
+                new_in_child()
+                os.setpgid(0, 0)
+            known()
+            children = []
+            for _ in range(3):
+                proc = subprocess.Popen([sys.executable, "-c", ""],
+                                        preexec_fn=setup, env={})
+                proc.wait()
+                children.append(proc.pid)
+            print(json.dumps(children))
+        """, 3)
 
     def test_child_running_its_inherited_frame(self):
         # A child that runs Python code in the frame it was forked from,
