@@ -100,7 +100,13 @@ class Copier:
         self.out.close()
 
     def remove(self):
-        os.unlink(self.target)
+        if not self.out.closed:
+            # Not stopped: recording never began (SIGTERM, for one).
+            self.done.set()
+            self.thread.join()
+            self.out.close()
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.target)
 
 
 # perf's pipe format: a 16-byte header, then events, each with its size.

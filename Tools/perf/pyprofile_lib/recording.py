@@ -83,31 +83,35 @@ def record(command, backend, tmp, frequency=999, pid=None, duration=None,
     else:
         args += ["-p", str(pid), "--", "sleep", str(duration)]
     copier = None
-    if (pid is not None and description_file(pid, backend)
-            != spec["file"].format(pid=pid)):
-        # A container's map goes where perf looks for it on the host; its
-        # jitdump goes here, as the jitdump that the recording names is
-        # renamed before perf inject reads it (see inject_container()).
-        copier = Copier(pid, backend,
-                        f"/tmp/perf-{pid}.map" if backend == "perf"
-                        else os.path.join(tmp, f"jit-{pid}.dump"))
-        # Its objects by build-id, which the kernel gives in the recording.
-        os.makedirs(os.path.join(tmp, "buildid"), exist_ok=True)
-        cache_container_objects(perf, pid, tmp)
-        args.insert(args.index("record") + 1, "--buildid-mmap")
     try:
-        # The command's output and errors go where pyprofile's go.
-        status, stopped_by = run_recording(args, env)
-    finally:
-        if copier is not None:
-            copier.stop()
-    try:
+        if (pid is not None and description_file(pid, backend)
+                != spec["file"].format(pid=pid)):
+            # A container's map goes where perf looks for it on the host;
+            # its jitdump goes here, as the jitdump that the recording
+            # names is renamed before perf inject reads it (see
+            # inject_container()).
+            copier = Copier(pid, backend,
+                            f"/tmp/perf-{pid}.map" if backend == "perf"
+                            else os.path.join(tmp, f"jit-{pid}.dump"))
+            # Its objects by build-id, which the kernel gives in the
+            # recording.
+            os.makedirs(os.path.join(tmp, "buildid"), exist_ok=True)
+            cache_container_objects(perf, pid, tmp)
+            args.insert(args.index("record") + 1, "--buildid-mmap")
+        try:
+            # The command's output and errors go where pyprofile's go.
+            status, stopped_by = run_recording(args, env)
+        finally:
+            if copier is not None:
+                copier.stop()
         if stopped_by == signal.SIGTERM:
             raise Stop(stopped_by)
         if not os.path.exists(data) or os.path.getsize(data) == 0:
             raise RecordError(f"perf record failed (exit status {status})")
         tree, pids = report(perf, data, spec, pid, native, copier)
     finally:
+        # The host's copy of a container's map goes whatever happened
+        # (SIGTERM, which raises Stop, included).
         if copier is not None:
             copier.remove()
     if pid is not None:

@@ -1104,6 +1104,42 @@ class TestContainer(unittest.TestCase):
         self.assertIn("baz (program.py);bar (program.py);foo (program.py)",
                       text)
 
+    def test_sigterm(self):
+        # pyprofile -p ends on SIGTERM with perf, and removes the host's
+        # copy of the container's map; the process runs on (issue 50
+        # item 8).
+        ready_or_skip(self, "perf", sys.executable)
+        proc, pid = self.start("perf")
+        output = os.path.join(self.tmp, "profile.txt")
+        profiler = subprocess.Popen(
+            [sys.executable, PYPROFILE, "-p", str(pid), "-d", "600",
+             "-o", output],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+        self.addCleanup(profiler.wait)
+        self.addCleanup(kill_session, profiler.pid)
+        with profiler:
+            for line in profiler.stderr:
+                if line.startswith("pyprofile: recording"):
+                    break
+            time.sleep(1)
+            members = session_members(profiler.pid)
+            os.kill(profiler.pid, signal.SIGTERM)
+            # (perf, if it ran on, would keep the pipes open.)
+            out, err = profiler.communicate(timeout=120)
+        self.assertEqual(profiler.returncode, 128 + signal.SIGTERM, err)
+        self.assertNotIn("Traceback", err)
+        deadline = time.monotonic() + 30
+        while (any(alive(p) for p in members)
+               and time.monotonic() < deadline):
+            time.sleep(0.1)
+        self.assertEqual([p for p in members if alive(p)], [])
+        self.assertFalse(os.path.exists(output))
+        self.assertEqual(leftovers(pid), [])
+        self.assertIsNone(proc.poll())
+        self.stop()
+        proc.wait(timeout=300)
+
 
 class TestPythonView(unittest.TestCase):
     """The Python view of perf script's stacks, from a sample made up."""
