@@ -7,9 +7,9 @@
      write that fails half-way is cut off again: a profiler reading the
      file, or another writer, never sees a partial record.
    - No descriptor is written through that the program could see (or
-     close, and reuse for a file of its own): each write opens the file.
-     The only one kept open is a lock's, in a container (see
-     _PyPerfFileIO_TakeLock() in Python/perf_file_io.c).
+     close, and reuse for a file of its own): each write opens the file,
+     and none is kept open (the lock of a live writer is held through a
+     mapping, see _PyPerfFileIO_TakeLock() in Python/perf_file_io.c).
      Each record is written as soon as it is
      made, so that a profiler reading the file while the process runs finds
      it, except during start-up and imports (below).
@@ -212,7 +212,7 @@ write_now(description_file *f, const void *buf, size_t size)
     int fd;
     struct stat st;
     const char *reason;
-    if (_PyPerfFileIO_OpenChecked(f->path, O_WRONLY | O_APPEND, &fd, &st,
+    if (_PyPerfFileIO_OpenChecked(f->path, O_RDWR | O_APPEND, &fd, &st,
                                   &reason) < 0)
     {
         return -1;
@@ -360,7 +360,7 @@ open_pending(int kind, const char *path, int access_mode, int *fd,
        image writes it only while they have it open. */
     int ours = (current->pid == (long)getpid()
                 && current->dev == st.st_dev && current->ino == st.st_ino);
-    f->lock.fd_plus1 = 0;
+    f->lock.addr = NULL;
     if (!ours) {
         int elsewhere = (st.st_size > 0
                          && _PyPerfFileIO_OpenElsewhere(*fd, &st));
@@ -404,11 +404,11 @@ switch_to_pending(int kind)
     f->header_size = files.pending[kind].header_size;
     f->pid = (long)getpid();
     f->users = 1;
-    if (files.pending[kind].lock.fd_plus1 > 0) {
+    if (files.pending[kind].lock.addr != NULL) {
         /* Another file than the one locked before. */
         _PyPerfFileIO_DropLock(&f->lock);
         f->lock = files.pending[kind].lock;
-        files.pending[kind].lock.fd_plus1 = 0;
+        files.pending[kind].lock.addr = NULL;
     }
 }
 
@@ -470,7 +470,7 @@ _PyPerfFile_OpenSimple(int kind, const char *path, const char **reason)
     }
     else {
         int fd;
-        res = open_pending(kind, path, O_WRONLY, &fd, reason);
+        res = open_pending(kind, path, O_RDWR, &fd, reason);
         if (res == 0) {
             close(fd);
             switch_to_pending(kind);
@@ -734,12 +734,12 @@ void
 _PyPerfFile_DropLocksAtFork(void)
 {
     /* In the child of every fork, however made: a child that lives on
-       without running Python code (a helper forked by C code) must not
-       keep the parent's locks after the parent ends or execs.  Closing
-       these copies leaves the parent's held. */
+       without running Python code (a helper forked by C code) holds
+       none of the parent's locks (their mappings are not inherited), and
+       must not unmap what it maps later at their addresses. */
     for (int kind = 0; kind < _PyPerfFile_KINDS; kind++) {
-        _PyPerfFileIO_DropLock(&files.file[kind].lock);
-        _PyPerfFileIO_DropLock(&files.pending[kind].lock);
+        _PyPerfFileIO_ForgetLock(&files.file[kind].lock);
+        _PyPerfFileIO_ForgetLock(&files.pending[kind].lock);
     }
 }
 
@@ -753,10 +753,9 @@ _PyPerfFile_AfterFork(void)
         description_file *f = &files.file[kind];
         f->users = 0;
         f->lost = 0;
-        /* The parent's locks stay the parent's (closing these copies
-           leaves them held). */
-        _PyPerfFileIO_DropLock(&f->lock);
-        _PyPerfFileIO_DropLock(&files.pending[kind].lock);
+        /* The parent's locks stay the parent's. */
+        _PyPerfFileIO_ForgetLock(&f->lock);
+        _PyPerfFileIO_ForgetLock(&files.pending[kind].lock);
         free(files.inherited[kind]);
         files.inherited[kind] = free_at_fork ? f->held : NULL;
         files.inherited_len[kind] = free_at_fork ? f->held_len : 0;

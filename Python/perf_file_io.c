@@ -11,6 +11,7 @@
 
 #include <dirent.h>               // opendir()
 #include <fcntl.h>                // open()
+#include <sys/mman.h>             // mmap()
 #include <sys/stat.h>             // fstat()
 #include <unistd.h>               // write()
 
@@ -291,64 +292,71 @@ _PyPerfFileIO_KeepLiveLines(int fd, const char *path, const struct stat *st)
 }
 
 /* A live writer holds a lock on its file (F_OFD_SETLK, an open file
-   description lock) through a descriptor of its own, for as long as its
-   process image runs, so that another process never empties nor appends
-   to a file that a live process writes: processes of different PID
-   namespaces may have the same PID and share /tmp (two containers whose
-   main processes are both PID 1 sharing a Kubernetes pod's emptyDir, a
-   container started with -v /tmp:/tmp and a process of the host).  Every
-   writer takes it, in the initial PID namespace too: the other process
-   can only see a lock.  The descriptor is the only one this keeps open.
-   It is never written through, so a program that closes it (as daemons
-   close all they have) only drops the lock, and it is closed only while
-   it is still the file it was opened on.  Return 0 and set
-   *lock; -1 with errno EBUSY if another process holds one.  Kernels
-   without these locks (before Linux 3.15) write unlocked. */
+   description lock) for as long as its process image runs, so that
+   another process never empties nor appends to a file that a live
+   process writes: processes of different PID namespaces may have the
+   same PID and share /tmp (two containers whose main processes are both
+   PID 1 sharing a Kubernetes pod's emptyDir, a container started with
+   -v /tmp:/tmp and a process of the host).  Every writer takes it, in
+   the initial PID namespace too: the other process can only see a lock.
+
+   The lock is held through a mapping of the file, not a descriptor: the
+   open file description, and so the lock, lives as long as a mapping
+   refers to it.  The program's descriptor table stays as it would be
+   without the support (programs and their tests list it, close all of
+   it, or pass exact sets to children).  The mapping is one inaccessible
+   page, never touched; MADV_DONTFORK keeps it out of forked children,
+   which must not hold the lock after the parent ends, and exec() drops
+   it.  fd must be open for reading and writing (mmap() needs the one,
+   a write lock the other).  Return 0 and set *lock; -1 with errno EBUSY
+   if another process holds one.  Kernels without these locks (before
+   Linux 3.15) and files that cannot be mapped are written unlocked. */
 int
 _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd)
 {
-    struct stat st;
-    lock->fd_plus1 = 0;
-    if (fstat(fd, &st) < 0) {
-        return -1;
-    }
-    int lock_fd = fcntl(fd, F_DUPFD_CLOEXEC, 3);
-    if (lock_fd < 0) {
-        /* With no descriptor to spare, the support goes without the
-           lock rather than not at all. */
-        return (errno == EMFILE || errno == ENFILE) ? 0 : -1;
-    }
+    lock->addr = NULL;
     struct flock fl;
     memset(&fl, 0, sizeof(fl));
     fl.l_type = F_WRLCK;
     fl.l_whence = SEEK_SET;
-    if (fcntl(lock_fd, F_OFD_SETLK, &fl) < 0) {
-        int err = errno;
-        close(lock_fd);
-        if (err == EINVAL) {
-            lock->fd_plus1 = 0;
+    if (fcntl(fd, F_OFD_SETLK, &fl) < 0) {
+        if (errno == EINVAL) {
             return 0;
         }
-        errno = (err == EAGAIN || err == EACCES) ? EBUSY : err;
+        if (errno == EAGAIN || errno == EACCES) {
+            errno = EBUSY;
+        }
         return -1;
     }
-    lock->fd_plus1 = lock_fd + 1;
-    lock->dev = st.st_dev;
-    lock->ino = st.st_ino;
+    size_t size = (size_t)sysconf(_SC_PAGESIZE);
+    void *addr = mmap(NULL, size, PROT_NONE, MAP_PRIVATE, fd, 0);
+    if (addr == MAP_FAILED) {
+        /* The lock goes with fd when the caller closes it: the support
+           goes without the lock rather than not at all. */
+        return 0;
+    }
+    (void)madvise(addr, size, MADV_DONTFORK);
+    lock->addr = addr;
+    lock->size = size;
+    lock->pid = (long)getpid();
     return 0;
 }
 
 void
 _PyPerfFileIO_DropLock(_PyPerfFileLock *lock)
 {
-    struct stat st;
-    if (lock->fd_plus1 > 0
-        && fstat(lock->fd_plus1 - 1, &st) == 0
-        && st.st_dev == lock->dev && st.st_ino == lock->ino)
-    {
-        close(lock->fd_plus1 - 1);
+    /* A child (of a fork that ran no handler) has no copy to unmap, and
+       the address may hold something else of its own by now. */
+    if (lock->addr != NULL && lock->pid == (long)getpid()) {
+        (void)munmap(lock->addr, lock->size);
     }
-    lock->fd_plus1 = 0;
+    lock->addr = NULL;
+}
+
+void
+_PyPerfFileIO_ForgetLock(_PyPerfFileLock *lock)
+{
+    lock->addr = NULL;
 }
 
 #endif  /* PY_HAVE_PERF_TRAMPOLINE */

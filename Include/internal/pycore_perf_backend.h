@@ -258,15 +258,17 @@ extern int _PyPerfFileIO_OpenElsewhere(int fd, const struct stat *st);
 extern void _PyPerfFileIO_KeepLiveLines(int fd, const char *path,
                                         const struct stat *st);
 /* The lock a live writer holds on its file: TakeLock takes it through a
-   descriptor of its own, -1 with errno EBUSY if another process holds
-   it; DropLock lets it go. */
+   mapping of the file (fd must be open read-write), -1 with errno EBUSY
+   if another process holds it; DropLock lets it go; ForgetLock, in a
+   forked child, forgets the parent's. */
 typedef struct {
-    int fd_plus1;               /* the descriptor plus 1; 0: none */
-    dev_t dev;                  /* the file it was opened on */
-    ino_t ino;
+    void *addr;                 /* the mapping; NULL: none */
+    size_t size;
+    long pid;                   /* the process that mapped it */
 } _PyPerfFileLock;
 extern int _PyPerfFileIO_TakeLock(_PyPerfFileLock *lock, int fd);
 extern void _PyPerfFileIO_DropLock(_PyPerfFileLock *lock);
+extern void _PyPerfFileIO_ForgetLock(_PyPerfFileLock *lock);
 
 
 /* Binary records (jitdump, DWARF) ******************************************/

@@ -2,6 +2,7 @@
 is held, with no descriptor open, and written when the import is done, or
 once it has waited 100 ms, when the thread next releases the GIL."""
 
+import json
 import os
 import textwrap
 import unittest
@@ -40,14 +41,11 @@ class TestImports(PerfTestCase):
         sys.activate_stack_trampoline(backend)
 
         def description_fds():
-            # But the one that holds the file's lock, never written to.
             fds = []
             for name in os.listdir("/proc/self/fd"):
                 try:
                     if os.readlink(f"/proc/self/fd/{name}") == path:
-                        with open(f"/proc/self/fdinfo/{name}") as f:
-                            if "OFDLCK" not in f.read():
-                                fds.append(int(name))
+                        fds.append(int(name))
                 except OSError:
                     pass
             return fds
@@ -265,6 +263,77 @@ class TestImports(PerfTestCase):
         self.assert_symbol_count(child_map, f"py::before_fork:{mod}", 1)
         self.assert_symbol_count(child_map, f"py::child_only:{mod}", 1)
         self.assert_not_described(child_map, "parent_after")
+
+
+class TestDescriptorTable(PerfTestCase):
+    """A process with the support has the descriptors it would have
+    without it: programs list them, close them all, or pass an exact set
+    to children (test_subprocess's close_fds and pass_fds tests run the
+    child under the support of the test run)."""
+
+    # Lists the descriptors open in this process after it described code
+    # and imported a module; in a child it forked, after that described
+    # code of its own; and in a child interpreter started with the -X
+    # options given as argv[2] (and this environment), close_fds and one
+    # descriptor passed.  argv[1] names a backend to activate, or "-".
+    PROGRAM = """
+        import json, os, subprocess, sys
+
+        LIST = ("import json, os; print(json.dumps(sorted(int(n) for n in "
+                "os.listdir('/proc/self/fd'))))")
+
+        def fds():
+            return sorted(int(n) for n in os.listdir("/proc/self/fd"))
+
+        if sys.argv[1] != "-":
+            sys.activate_stack_trampoline(sys.argv[1])
+        def work():
+            return sum(i for i in range(10))
+        work()
+        import json.tool
+        before_fork = fds()
+        pid = os.fork()
+        if pid == 0:
+            def in_child():
+                return 1
+            in_child()
+            os._exit(0 if fds() == before_fork else 1)
+        _, status = os.waitpid(pid, 0)
+        r, w = os.pipe()
+        child = subprocess.Popen([sys.executable, *json.loads(sys.argv[2]),
+                                  "-c", LIST],
+                                 close_fds=True, pass_fds=(w,),
+                                 stdout=subprocess.PIPE)
+        out, _ = child.communicate()
+        print(json.dumps({"parent": before_fork,
+                          "fork_status": status,
+                          "child": json.loads(out), "passed": w,
+                          "pids": [pid, child.pid]}))
+    """
+
+    def run_program(self, flags, env, backend="-"):
+        pid, rc, out, err, _ = self.run_script(
+            self.PROGRAM, backend, json.dumps(flags), flags=flags, env=env)
+        res = self.last_json(out)
+        for child in res.pop("pids"):
+            self.forget_files(child)
+        self.assertEqual(err, "")
+        self.assertEqual(res.pop("fork_status"), 0)
+        self.assertIn(res["passed"], res["child"])
+        return res
+
+    def test_same_descriptors_as_without(self):
+        plain = self.run_program([], self.make_env())
+        for name, flags, env, backend in (
+                ("-X perf", ["-X", "perf"], self.make_env(), "-"),
+                ("-X perf_jit", ["-X", "perf_jit"], self.make_env(), "-"),
+                ("PYTHONPERFSUPPORT=1", [],
+                 self.make_env(PYTHONPERFSUPPORT="1"), "-"),
+                ("sys perf", [], self.make_env(), "perf"),
+                ("sys perf_jit", [], self.make_env(), "perf_jit")):
+            with self.subTest(name):
+                self.assertEqual(self.run_program(flags, env, backend),
+                                 plain)
 
 
 if __name__ == "__main__":
