@@ -6,6 +6,9 @@
 #   make          fetch, assemble and build; the interpreter is build/python
 #   make demo     profile a small program with perf and show Python frames,
 #                 then write its flame graph (Tools/perf/pyprofile)
+#   make install  install python3.11 (CPython's make altinstall) and
+#                 pyprofile3.11 beside it, under PREFIX (default /usr/local:
+#                 the prefix build/obj is configured with) and DESTDIR
 #   make test     run our tests and the CPython tests this patch touches
 #   make patch    write build/cpython-$(PY_VERSION)-perf-trampoline.patch and
 #                 check it (with pyenv's python-build, where it is installed)
@@ -22,9 +25,11 @@
 #   make test-cross ARCH=aarch64 (or riscv64)
 #                    cross-build for ARCH and run the tests under qemu
 #   make bench       pristine vs patched (inactive) vs -X perf vs -X perf_jit,
-#                    side by side (METRIC=instructions: counted by callgrind)
-#   make deb-source  Debian 12's python3.11 source package with the patch
-#   make deb         ... and its binary packages, in build/deb
+#                    side by side (METRIC=instructions: counted by callgrind),
+#                    and pyprofile's parsing against perf script's
+#   make deb-source  Debian 12's python3.11 source package with the patch, and
+#                    the python3.11-pyprofile packages (built and checked)
+#   make deb         ... and python3.11's binary packages, in build/deb
 #   make deb-check   install them into a clean debootstrapped Debian 12
 #                    and check them there
 #   make apt-repo    a signed apt repository of them, in build/apt-repo
@@ -40,9 +45,10 @@
 # The scripts: Tools/perf/, one folder per concern (its README.rst maps them).
 TOOLS = Tools/perf
 export PY_VERSION RELEASES_BUNDLE PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES ASAN_TESTS ARCH \
-	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI
+	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI PREFIX DESTDIR \
+	PYPROFILE_SAMPLES
 
-.PHONY: all build deps demo test patch refresh check-releases test-full abi-check test-asan \
+.PHONY: all build deps demo install test patch refresh check-releases test-full abi-check test-asan \
 	test-load test-cross bench deb-source deb deb-check apt-repo apt-repo-check \
 	clean distclean
 
@@ -57,6 +63,9 @@ build: deps
 demo: build
 	@$(TOOLS)/deps.sh --flamegraph
 	@$(TOOLS)/demo/demo.sh
+
+install: build
+	@$(TOOLS)/source/install.sh
 
 test: build
 	@$(TOOLS)/deps.sh --test
@@ -94,10 +103,12 @@ bench: build
 deb-source: patch
 	@$(TOOLS)/deps.sh --deb
 	@$(TOOLS)/debian/deb.sh --source
+	@$(TOOLS)/debian/pyprofile-deb.sh
 
 deb: patch
 	@$(TOOLS)/deps.sh --deb
 	@$(TOOLS)/debian/deb.sh
+	@$(TOOLS)/debian/pyprofile-deb.sh
 
 deb-check:
 	@$(TOOLS)/deps.sh --deb-check

@@ -25,10 +25,11 @@ libunwind8 elfutils bpftrace"
         --flamegraph) flamegraph=yes ;;
         --abi) PACKAGES="$PACKAGES abigail-tools" ;;
         --bench) PACKAGES="$PACKAGES valgrind" ;;
-        # "make deb": Debian's packaging tools; "make deb-check": a clean
-        # Debian 12 root to install the packages into (also for
-        # "make apt-repo-check").
-        --deb) PACKAGES="$PACKAGES dpkg-dev quilt" ;;
+        # "make deb": Debian's packaging tools, and npm for the renderer
+        # python3.11-pyprofile ships; "make deb-check": a clean Debian 12
+        # root to install the packages into (also for "make apt-repo-check").
+        --deb) PACKAGES="$PACKAGES dpkg-dev quilt"
+               command -v npm >/dev/null || PACKAGES="$PACKAGES npm" ;;
         --deb-check) PACKAGES="$PACKAGES debootstrap" ;;
         # "make apt-repo": Debian's index maker and GnuPG to sign.
         --apt-repo) PACKAGES="$PACKAGES apt-utils gnupg" ;;

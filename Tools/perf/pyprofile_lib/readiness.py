@@ -18,7 +18,7 @@ from .procroot import (
     description_file, in_root_exists, list_in_root, mapped_files,
     namespaced_pid, process_environment, read_in_root)
 from .recording import record
-from .rendering import D3_VERSION, renderer_dir, template_path
+from .rendering import D3_VERSION, template_path
 
 
 # A program whose samples must show py::foo <- py::bar <- py::baz.
@@ -344,11 +344,11 @@ def readiness(backend, python=None, pid=None, renderer=True):
         checks.append(check_self_sample(python, backend))
     if renderer:
         # Collapsed stacks need none (production hosts often have no npm).
-        installed = os.path.exists(template_path())
-        checks.append(Check("renderer", installed,
-                            f"d3-flame-graph {D3_VERSION} in {renderer_dir()}"
-                            if installed else
-                            "d3-flame-graph is not installed",
+        path = template_path()
+        checks.append(Check("renderer", path is not None,
+                            f"d3-flame-graph {D3_VERSION}: {path}"
+                            if path else
+                            f"d3-flame-graph {D3_VERSION} is not installed",
                             f"{sys.argv[0]} --setup"))
     return checks
 

@@ -1,6 +1,7 @@
 """What pyprofile writes: the flame graph page (d3-flame-graph's
-template, installed by --setup) and the collapsed stacks, each written
-atomically through a temporary file of its own."""
+template, shipped beside the library or installed by --setup) and the
+collapsed stacks, each written atomically through a temporary file of its
+own."""
 
 import contextlib
 import hashlib
@@ -25,12 +26,21 @@ D3_TEMPLATE_SHA256 = (
 
 
 def renderer_dir():
+    """Where --setup installs the renderer with npm."""
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache")
     return os.path.join(cache, "cpython-perf-trampoline",
                         f"d3-flame-graph-{D3_VERSION}")
 
 
-def template_path():
+def shipped_template():
+    """The copy that make install and the Debian package put beside the
+    library (LIBDIR/d3-flame-graph-VERSION/), for hosts with no npm."""
+    libdir = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return os.path.join(libdir, f"d3-flame-graph-{D3_VERSION}",
+                        os.path.basename(D3_TEMPLATE))
+
+
+def cache_template():
     return os.path.join(renderer_dir(), D3_TEMPLATE)
 
 
@@ -39,11 +49,21 @@ def sha256(path):
         return hashlib.sha256(f.read()).hexdigest()
 
 
+def template_path():
+    """The template pyprofile uses: the shipped copy, else --setup's; only
+    a copy with the pinned sha256 counts.  None if there is none."""
+    for path in (shipped_template(), cache_template()):
+        with contextlib.suppress(OSError):
+            if sha256(path) == D3_TEMPLATE_SHA256:
+                return path
+    return None
+
+
 def setup():
     """Install the pinned d3-flame-graph with npm; return an exit status."""
     path = template_path()
-    if os.path.exists(path) and sha256(path) == D3_TEMPLATE_SHA256:
-        print(f"d3-flame-graph {D3_VERSION} is installed in {renderer_dir()}")
+    if path is not None:
+        print(f"d3-flame-graph {D3_VERSION} is installed: {path}")
         return 0
     npm = shutil.which("npm")
     if npm is None:
@@ -58,8 +78,8 @@ def setup():
     if proc.returncode != 0:
         print("error: npm install d3-flame-graph failed", file=sys.stderr)
         return 1
-    if not os.path.exists(path) or sha256(path) != D3_TEMPLATE_SHA256:
-        print(f"error: {path} is not the expected d3-flame-graph "
+    if template_path() != cache_template():
+        print(f"error: {cache_template()} is not the expected d3-flame-graph "
               f"{D3_VERSION} template (sha256 mismatch)", file=sys.stderr)
         return 1
     print(f"installed d3-flame-graph {D3_VERSION} in {renderer_dir()}")
@@ -160,10 +180,14 @@ TEMPLATE_PAGE_TITLE = "<title>Flame Graph</title>"
 
 
 def render(tree, output, title):
-    with open(template_path(), encoding="utf-8") as f:
+    path = template_path()
+    if path is None:
+        raise RecordError(f"d3-flame-graph {D3_VERSION} is not installed "
+                          "(pyprofile --setup)")
+    with open(path, encoding="utf-8") as f:
         page = f.read()
     if TEMPLATE_TITLE not in page or TEMPLATE_PAGE_TITLE not in page:
-        raise RecordError(f"unexpected renderer template {template_path()}")
+        raise RecordError(f"unexpected renderer template {path}")
     options = {"colorscheme": "orange", "context": title}
     values = {"/** @options_json **/": script_json(options),
               "/** @flamegraph_json **/": script_json(tree.to_json())}

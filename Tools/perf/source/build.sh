@@ -1,6 +1,8 @@
 #!/bin/bash
 # Configure (once) and build the assembled tree out of tree in build/obj,
-# with frame pointers; the interpreter is then build/python.
+# with frame pointers; the interpreter is then build/python.  Its prefix
+# (make install's) is PREFIX when given, else the one it had, else
+# configure's /usr/local.
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
@@ -10,7 +12,8 @@ mkdir -p "$OBJ"
 if [ ! -f "$OBJ/Makefile" ] || [ ! -f "$OBJ/config.status" ] \
    || [ "$SRC/configure" -nt "$OBJ/config.status" ]; then
     note "configuring in $OBJ"
-    (cd "$OBJ" && "$SRC/configure" -q CFLAGS="$OPT_CFLAGS" ${CONFIGURE_ARGS:-}) \
+    prefix=${PREFIX:-$(sed -n 's/^prefix=[[:space:]]*//p' "$OBJ/Makefile" 2>/dev/null || true)}
+    (cd "$OBJ" && "$SRC/configure" -q CFLAGS="$OPT_CFLAGS" ${prefix:+--prefix="$prefix"} ${CONFIGURE_ARGS:-}) \
         || die "configure failed (see $OBJ/config.log)"
 fi
 note "building (make -j$(nproc))"

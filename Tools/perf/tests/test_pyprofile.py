@@ -1269,7 +1269,7 @@ class TestStreaming(unittest.TestCase):
 
 
 def renderer_or_skip(testcase):
-    if not os.path.exists(rendering.template_path()):
+    if rendering.template_path() is None:
         testcase.skipTest("the flame graph renderer is not installed "
                           "(pyprofile --setup)")
 
