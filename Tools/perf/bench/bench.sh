@@ -3,9 +3,13 @@
 # same flags), the patched interpreter with the feature inactive, with
 # -X perf and with -X perf_jit, compared side by side; then new functions
 # with arenas the loader knows against anonymous ones, and costs of fork,
-# unwinds, prefork workers and debuggers.  ROUNDS=N (default 9),
+# unwinds, prefork workers and debuggers; last, pyprofile's reading of
+# perf script against perf script (its status is make bench's: pyprofile's
+# own time must be at most half of perf script's).  ROUNDS=N (default 9),
 # BENCH_JSON=file; METRIC=instructions counts instructions with callgrind
-# instead of timing (one round is enough: the counts are stable).
+# instead of timing (one round is enough: the counts are stable);
+# PYPROFILE_SAMPLES=N sizes pyprofile's profile (default 115000, the size
+# of issue 50's measurement: about 40 s here).
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
@@ -75,3 +79,8 @@ note "prefork: 20,000 functions the parent never runs, 10 workers run them"
 # What gdb attached from the start costs (time, as for fork).
 note "debugger: 20,000 new functions defined and called, alone and under gdb"
 "$BUILD/python" "$TOP/Tools/perf/bench/debugger.py" 20000 5
+
+# pyprofile's parsing, on a recording of about PYPROFILE_SAMPLES samples
+# 60 frames deep.
+note "pyprofile: reading perf script's output of about ${PYPROFILE_SAMPLES:-115000} samples, against perf script alone"
+"$BUILD/python" "$TOP/Tools/perf/bench/pyprofile_parse.py" --samples "${PYPROFILE_SAMPLES:-115000}"

@@ -8,6 +8,8 @@
 #  - with the two files installed, "apt-get install --allow-downgrades
 #    python3.11" replaces
 #    Debian's packages with these, and python3.11 -X perf writes a map;
+#  - python3.11-pyprofile installs, and its pyprofile3.11 profiles a
+#    python3.11 -X perf program into a flame graph that names its function;
 #  - "apt-get upgrade" keeps them;
 #  - without the two files, "apt-get update" and the revert script that
 #    the repository publishes (Tools/perf/debian/deb-revert.sh) bring Debian's
@@ -72,9 +74,12 @@ done
 base=http://127.0.0.1:$(cat "$WORK/port")
 
 make_root "$BUILD/apt-repo-root" "$LOG"
+# The packages built from python3.11's source (python3.11-pyprofile is a
+# source package of its own, with versions of its own).
 perf_versions() {
     in_root dpkg-query -W -f '${db:Status-Abbrev} ${Package} ${Version}\n' \
-        'python3.11*' 'libpython3.11*' | awk '$1 == "ii" { print $2, $3 }'
+        'python3.11*' 'libpython3.11*' \
+        | awk '$1 == "ii" && $2 != "python3.11-pyprofile" { print $2, $3 }'
 }
 use_repo() {   # use_repo good|tampered: install the two files, pointed at it
     sed "s|^URIs: .*|URIs: $base/$1|" "$REPO/python3.11-perf.sources" \
@@ -127,6 +132,12 @@ print(os.getpid())') || fail "python3.11 -X perf failed"
 grep -q "py::perf_check_function:<string>" "$ROOT/tmp/perf-$pid.map" \
     || fail "python3.11 -X perf wrote no map naming its function"
 echo "ok   python3.11 -X perf writes a perf map"
+
+in_root apt-get install -y -q python3.11-pyprofile >>"$LOG" 2>&1 \
+    || fail "apt-get install python3.11-pyprofile failed"
+check_pyprofile python3.11 "$LOG" \
+    || fail "pyprofile3.11 wrote no flame graph naming the program's function"
+echo "ok   pyprofile3.11 (python3.11-pyprofile) profiles python3.11 -X perf into a flame graph"
 
 in_root apt-get upgrade -y -q >>"$LOG" 2>&1 || fail "apt-get upgrade failed"
 [ "$(perf_versions)" = "$installed" ] || fail "apt-get upgrade changed the packages: $(perf_versions)"

@@ -28,7 +28,8 @@ ORIGIN=python3.11-perf
 ARCH=$(dpkg --print-architecture)
 URI=${APT_REPO_URI:-file:$REPO}
 
-ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
+# make deb-source makes python3.11-pyprofile only.
+ls "$DEB"/python3.11_*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
 built=$(dpkg-deb -f "$(ls "$DEB"/python3.11_*.deb)" Version)
 "$TOP/Tools/perf/debian/deb-archive.sh" --check "${built%+perf*}"
 

@@ -18,7 +18,8 @@ require_default_version "make deb-check"
 
 DEB=$BUILD/deb
 LOG=$BUILD/deb-check.log
-ls "$DEB"/*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
+# make deb-source makes python3.11-pyprofile only.
+ls "$DEB"/python3.11_*.deb >/dev/null 2>&1 || die "no packages in $DEB: run make deb first"
 
 trap umount_root EXIT
 make_root "$BUILD/deb-root" "$LOG"

@@ -5,6 +5,11 @@
 #                        machine's apt uses, with /proc and /dev/pts mounted
 #   in_root CMD...       run CMD in it, with a clean environment
 #   umount_root          unmount what make_root mounted (call it at exit)
+#   check_pyprofile PYTHON LOG
+#                        pyprofile3.11 (python3.11-pyprofile, installed in
+#                        the root) profiles a small PYTHON -X perf program
+#                        there; its flame graph must name the program's
+#                        function
 
 make_root() {
     ROOT=$1
@@ -34,4 +39,26 @@ umount_root() {
 in_root() {
     chroot "$ROOT" env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root \
         LC_ALL=C.UTF-8 DEBIAN_FRONTEND=noninteractive "$@"
+}
+
+check_pyprofile() {
+    local python=$1 log=$2
+    cat >"$ROOT/tmp/pyprofile_check.py" <<'EOF'
+import time
+
+def pyprofile_check_function():
+    deadline = time.perf_counter() + 1
+    x = 0
+    while time.perf_counter() < deadline:
+        x += 1
+
+pyprofile_check_function()
+EOF
+    rm -f "$ROOT/tmp/pyprofile-check.html"
+    in_root pyprofile3.11 --help >>"$log" 2>&1 || return 1
+    # No npm and no cache in the root: the renderer is the package's.
+    in_root pyprofile3.11 --check --python "$python" >>"$log" 2>&1 || return 1
+    in_root pyprofile3.11 -o /tmp/pyprofile-check.html -- "$python" /tmp/pyprofile_check.py \
+        >>"$log" 2>&1 || return 1
+    grep -q "pyprofile_check_function (pyprofile_check.py)" "$ROOT/tmp/pyprofile-check.html"
 }
