@@ -43,17 +43,7 @@ in_root() {
 
 check_pyprofile() {
     local python=$1 log=$2
-    cat >"$ROOT/tmp/pyprofile_check.py" <<'EOF'
-import time
-
-def pyprofile_check_function():
-    deadline = time.perf_counter() + 1
-    x = 0
-    while time.perf_counter() < deadline:
-        x += 1
-
-pyprofile_check_function()
-EOF
+    cp "$TOP/Tools/perf/debian/pyprofile_check.py" "$ROOT/tmp/"
     rm -f "$ROOT/tmp/pyprofile-check.html"
     in_root pyprofile3.11 --help >>"$log" 2>&1 || return 1
     # No npm and no cache in the root: the renderer is the package's.

@@ -116,22 +116,11 @@ grep -q "^ok   renderer: .*$check/usr/lib/pyprofile3.11/" "$check/check.txt" \
     || { cat "$check/check.txt" >&2; die "pyprofile3.11 does not find the renderer it ships"; }
 echo "ok   pyprofile3.11 --check runs and finds its renderer"
 if [ $status = 0 ]; then
-    cat >"$check/program.py" <<'EOF'
-import time
-
-def pyprofile_deb_check():
-    deadline = time.perf_counter() + 0.5
-    x = 0
-    while time.perf_counter() < deadline:
-        x += 1
-
-pyprofile_deb_check()
-EOF
     XDG_CACHE_HOME=$check/cache python3 "$pyprofile" -o "$check/flamegraph.html" \
-        -- "$BUILD/python" "$check/program.py" >>"$DEB/$PKG.log" 2>&1 \
+        -- "$BUILD/python" "$TOP/Tools/perf/debian/pyprofile_check.py" >>"$DEB/$PKG.log" 2>&1 \
         || { tail -20 "$DEB/$PKG.log" >&2; die "pyprofile3.11 failed to record"; }
-    grep -q "pyprofile_deb_check (program.py)" "$check/flamegraph.html" \
-        || die "pyprofile3.11's flame graph does not name pyprofile_deb_check"
+    grep -q "pyprofile_check_function (pyprofile_check.py)" "$check/flamegraph.html" \
+        || die "pyprofile3.11's flame graph does not name pyprofile_check_function"
     echo "ok   pyprofile3.11 writes a flame graph naming the program's function"
 else
     echo "skip recording a flame graph: not ready to record here (--check above, in $DEB/$PKG.log)"
