@@ -68,6 +68,7 @@ set_backend_of(PyInterpreterState *interp, int index)
         if (_PyPerfCore.interps[i].interp == interp) {
             if (index >= 0) {
                 _PyPerfCore.interps[i].backend = index;
+                _PyPerfCore.interps[i].by_request = 0;
             }
             else {
                 _PyPerfCore.interps[i] =
@@ -92,6 +93,7 @@ set_backend_of(PyInterpreterState *interp, int index)
     }
     _PyPerfCore.interps[_PyPerfCore.n_interps].interp = interp;
     _PyPerfCore.interps[_PyPerfCore.n_interps].backend = index;
+    _PyPerfCore.interps[_PyPerfCore.n_interps].by_request = 0;
     _PyPerfCore.n_interps++;
     _PyPerfTrampoline_active = 1;
     return 0;
@@ -212,6 +214,83 @@ deactivate(PyInterpreterState *interp)
     }
 }
 
+/* The entry of interp in the list, or NULL if it uses no backend. */
+static _PyPerfInterpBackend *
+entry_of(PyInterpreterState *interp)
+{
+    for (size_t i = 0; i < _PyPerfCore.n_interps; i++) {
+        if (_PyPerfCore.interps[i].interp == interp) {
+            return &_PyPerfCore.interps[i];
+        }
+    }
+    return NULL;
+}
+
+/* Turn interp on with the backend at index for a request from outside,
+   unless the program turned it on itself. */
+static int
+activate_by_request(PyInterpreterState *interp, int index)
+{
+    _PyPerfInterpBackend *entry = entry_of(interp);
+    if (entry != NULL && !entry->by_request) {
+        return 0;
+    }
+    const char *reason;
+    if (activate(interp, index, &reason) < 0) {
+        return -1;
+    }
+    entry_of(interp)->by_request = 1;
+    return 0;
+}
+
+int
+_PyPerfTrampoline_ActivateRemote(int index)
+{
+    /* dlopen() waits for the loader's locks, which another thread may
+       hold while it waits for the GIL (Python/perf_loader.c). */
+    Py_BEGIN_ALLOW_THREADS
+    _PyPerfArena_Prepare(_PyPerf_backends[index]);
+    Py_END_ALLOW_THREADS
+    if (_PyPerfCore.remote_backend != index) {
+        _PyPerfTrampoline_DeactivateRemote();
+    }
+    /* The GIL, held from here on, keeps the list of interpreters as it
+       is.  One that is ending is left alone. */
+    int err = 0;
+    for (PyInterpreterState *interp = PyInterpreterState_Head();
+         interp != NULL; interp = PyInterpreterState_Next(interp))
+    {
+        if (!interp->finalizing
+            && activate_by_request(interp, index) < 0)
+        {
+            err = errno ? errno : EIO;
+            break;
+        }
+    }
+    for (size_t i = 0; i < _PyPerfCore.n_interps; i++) {
+        if (_PyPerfCore.interps[i].by_request) {
+            _PyPerfCore.remote_backend = index;
+        }
+    }
+    return err;
+}
+
+void
+_PyPerfTrampoline_DeactivateRemote(void)
+{
+    size_t i = 0;
+    while (i < _PyPerfCore.n_interps) {
+        if (_PyPerfCore.interps[i].by_request) {
+            /* Removes entry i (the last one takes its place). */
+            deactivate(_PyPerfCore.interps[i].interp);
+        }
+        else {
+            i++;
+        }
+    }
+    _PyPerfCore.remote_backend = -1;
+}
+
 void
 _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
 {
@@ -234,6 +313,11 @@ _PyPerfTrampoline_InitInterpreter(PyInterpreterState *interp)
     if (_PyPerfCore.config_backend >= 0) {
         const char *reason;
         (void)activate(interp, _PyPerfCore.config_backend, &reason);
+    }
+    else if (_PyPerfCore.remote_backend >= 0) {
+        /* A request from outside covers interpreters created while it
+           lasts. */
+        (void)activate_by_request(interp, _PyPerfCore.remote_backend);
     }
 }
 
@@ -263,6 +347,8 @@ _PyPerfTrampoline_Fini(void)
        later initialization of the runtime follows its own
        configuration. */
     _PyPerfCore.config_backend = -1;
+    _PyPerfCore.remote_backend = -1;
+    _PyPerfRemote_leased = 0;
     while (_PyPerfCore.n_interps > 0) {
         deactivate(_PyPerfCore.interps[_PyPerfCore.n_interps - 1].interp);
     }
@@ -323,7 +409,13 @@ _PyPerfTrampoline_Activate(const char *name)
     _PyPerfArena_Prepare(_PyPerf_backends[index]);
     Py_END_ALLOW_THREADS
     const char *reason = NULL;
-    if (activate(_PyInterpreterState_GET(), index, &reason) < 0) {
+    PyInterpreterState *interp = _PyInterpreterState_GET();
+    if (activate(interp, index, &reason) == 0) {
+        /* The program's own from now on: the end of a request from
+           outside leaves it on. */
+        entry_of(interp)->by_request = 0;
+    }
+    else {
         int err = errno;
         PyObject *msg = PyUnicode_FromFormat(
             "cannot open the %s file: %s", backend_names[index], reason);
@@ -352,21 +444,31 @@ _PyPerfTrampoline_Activate(const char *name)
 }
 
 /* Parse the value of PYTHONPERFSUPPORT or of -X perf=VALUE: a non-zero
-   integer enables.  Anything else (empty, "0", not an integer, out of
-   range) does not. */
+   integer enables (1), zero refuses requests from outside (0; see
+   Python/perf_remote.c).  Anything else (unset, empty, not an integer,
+   out of range) does neither (-1). */
 static int
-enable_value(const char *value)
+parse_value(const char *value)
 {
     int result;
     if (value == NULL || _Py_str_to_int(value, &result) < 0) {
-        return 0;
+        return -1;
     }
     return result != 0;
 }
 
 static int
-xoption_enable_value(const wchar_t *xoption)
+enable_value(const char *value)
 {
+    return parse_value(value) == 1;
+}
+
+static int
+parse_xoption(const wchar_t *xoption)
+{
+    if (xoption == NULL) {
+        return -1;
+    }
     const wchar_t *sep = wcschr(xoption, L'=');
     if (sep == NULL) {
         return 1;   /* plain "-X perf" */
@@ -377,12 +479,32 @@ xoption_enable_value(const wchar_t *xoption)
     for (i = 0; sep[1 + i] != L'\0'; i++) {
         wchar_t c = sep[1 + i];
         if (i + 1 >= sizeof(value) || c > 127) {
-            return 0;
+            return -1;
         }
         value[i] = (char)c;
     }
     value[i] = '\0';
-    return enable_value(value);
+    return parse_value(value);
+}
+
+static int
+xoption_enable_value(const wchar_t *xoption)
+{
+    return parse_xoption(xoption) == 1;
+}
+
+/* Whether the configuration refuses requests from outside: one of the
+   options or variables is zero. */
+static int
+refuses_requests(const PyConfig *config)
+{
+    return (parse_xoption(_Py_get_xoption(&config->xoptions, L"perf")) == 0
+            || parse_xoption(_Py_get_xoption(&config->xoptions,
+                                             L"perf_jit")) == 0
+            || parse_value(_Py_GetEnv(config->use_environment,
+                                      "PYTHONPERFSUPPORT")) == 0
+            || parse_value(_Py_GetEnv(config->use_environment,
+                                      "PYTHON_PERF_JIT_SUPPORT")) == 0);
 }
 
 /* The index of the backend that -X perf, -X perf_jit, PYTHONPERFSUPPORT
@@ -420,6 +542,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
     _PyPerfLoader_NoteStart();
     /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
     _PyPerfFile_Hold();
+    _PyPerf_Remote.refused = (uint32_t)refuses_requests(config);
 #endif
     int index = backend_from_config(config);
     if (index < 0) {

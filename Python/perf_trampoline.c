@@ -55,6 +55,7 @@ __thread _PyPerfTrampoline_ThreadState _PyPerfTrampoline_thread
 
 _PyPerfCoreState _PyPerfCore = {
     .config_backend = -1,
+    .remote_backend = -1,
     .pools = {{.slot = -1}, {.slot = -1}},
     .arenas = {.shared = 1},
 };
@@ -78,6 +79,11 @@ compile_trampoline(PyCodeObject *co)
     }
     if (_PyPerfTrampoline_child_pending) {
         _PyPerfTrampoline_StartChild();
+    }
+    if (_PyPerfRemote_leased) {
+        /* A thread that keeps making new functions may not check the
+           eval breaker nor block for long. */
+        _PyPerfRemote_CheckLease();
     }
     int index = _PyPerfTrampoline_thread.backend;
     if (index < 0) {

@@ -24,6 +24,8 @@ extern "C" {
      Python/perf_activation.c   which interpreters and threads use which
                                 backend; the configuration that asks
      Python/perf_fork.c         what a forked child does
+     Python/perf_remote.c       requests from outside the process to
+                                turn the support on for a while
      Python/perf_trampoline.c   frames through trampolines, making them,
                                 the C API; the state below
 
@@ -75,6 +77,9 @@ typedef struct {
 typedef struct {
     PyInterpreterState *interp;
     int backend;
+    /* Set if a request from outside turned it on (Python/perf_remote.c),
+       not the program. */
+    int by_request;
 } _PyPerfInterpBackend;
 
 typedef struct {
@@ -86,6 +91,10 @@ typedef struct {
     /* The backend that -X perf and the environment variables ask for,
        which every interpreter starts with; -1 if none. */
     int config_backend;
+    /* The backend that requests from outside turned interpreters on with
+       (Python/perf_remote.c), which interpreters created since start
+       with too; -1 if none. */
+    int remote_backend;
     /* Where arenas come from: memory shared with forked children, as an
        arena never changes once it is filled (see _PyPerfArena_New()). */
     _PyPerfRegion arenas;
@@ -161,9 +170,15 @@ extern void _PyPerfTrampoline_Describe(int index, char *code,
 extern void _PyPerfTrampoline_ReportWriteFailure(int index, int err);
 extern void _PyPerfTrampoline_ReportUnreported(int index);
 
-/* Python/perf_activation.c: the calling thread's interpreter may have
-   changed its backend. */
+/* Python/perf_activation.c.  UpdateThread: the calling thread's
+   interpreter may have changed its backend.  ActivateRemote: turn every
+   interpreter that the program did not turn on itself on with the
+   backend at index, for a request from outside (the GIL is released
+   while the backend is prepared); 0 or an errno value.  DeactivateRemote:
+   turn off those that requests turned on. */
 extern void _PyPerfTrampoline_UpdateThread(void);
+extern int _PyPerfTrampoline_ActivateRemote(int index);
+extern void _PyPerfTrampoline_DeactivateRemote(void);
 
 /* Python/perf_fork.c: give co, in this process's slot of the backend at
    index, the trampoline it had in an ancestor process, and describe it;

@@ -217,6 +217,61 @@ extern void _PyPerfTrampoline_StartChild(void);
 extern void _PyPerfTrampoline_ChildAtEvalBreaker(void);
 #endif
 
+/* Requests from outside the process (Python/perf_remote.c).  A tool that
+   the kernel lets write this process's memory (ptrace attach rights,
+   which /proc/PID/mem and process_vm_writev() check) finds this block by
+   its symbol, writes a request into it and sets the eval breaker of each
+   interpreter, which it finds through the offsets below; the next thread
+   that checks an eval breaker handles the request.  Tools read the block
+   by its layout: fields are only ever added at the end (with size). */
+typedef struct {
+    /* Set when the interpreter is built, for tools to check. */
+    char magic[16];                 /* "CPython perfctl" */
+    uint32_t version;               /* of this layout: 1 */
+    uint32_t size;                  /* sizeof(_PyPerfRemoteControl) */
+    void *runtime;                  /* &_PyRuntime */
+    uint32_t interpreters_head;     /* offsetof(_PyRuntimeState,
+                                       interpreters.head) */
+    uint32_t interp_next;           /* offsetof(PyInterpreterState, next) */
+    uint32_t interp_eval_breaker;   /* offsetof(PyInterpreterState,
+                                       ceval.eval_breaker) */
+    /* Set at start-up: non-zero if the process refuses requests. */
+    uint32_t refused;
+    /* Written by the tool: command and lease_ms, then request (one more
+       than the last), then each interpreter's eval breaker. */
+    volatile uint32_t command;      /* 0: off; 1 + the backend's index */
+    volatile uint32_t lease_ms;     /* on for this long unless renewed */
+    volatile uint32_t request;
+    /* Written by the interpreter once it has handled a request: the
+       result, the interpreters using a backend after it (all of them,
+       and those turned on by requests), then handled = request. */
+    int32_t result;                 /* 0 or an errno value */
+    int32_t interps_on;
+    int32_t interps_by_request;
+    volatile uint32_t handled;
+} _PyPerfRemoteControl;
+
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+PyAPI_DATA(_PyPerfRemoteControl) _PyPerf_Remote;
+/* Non-zero while interpreters are on by a request, until its lease
+   ends. */
+extern int _PyPerfRemote_leased;
+extern void _PyPerfRemote_AtEvalBreaker(void);
+extern void _PyPerfRemote_CheckLease(void);
+#endif
+
+/* Whether the eval breaker's handler should look at requests: never in a
+   process that was never sent one (one load). */
+static inline int
+_PyPerfRemote_Asked(void)
+{
+#ifdef PY_HAVE_PERF_TRAMPOLINE
+    return _PyPerf_Remote.request != 0 || _PyPerfRemote_leased;
+#else
+    return 0;
+#endif
+}
+
 /* Called before a thread releases the GIL to sleep, wait or do I/O
    (PyEval_SaveThread()), or for good (_PyThreadState_DeleteCurrent(),
    os._exit()): what is held is written, since the thread may not run the
@@ -227,6 +282,11 @@ _PyPerfTrampoline_BeforeBlocking(void)
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     if (_PyPerfFile_held) {
         _PyPerfTrampoline_WriteHeld(1);
+    }
+    /* A lease that ended turns the support off here too: a thread that
+       blocks may not check the eval breaker again for long. */
+    if (_PyPerfRemote_leased) {
+        _PyPerfRemote_CheckLease();
     }
 #endif
 }

@@ -18,6 +18,7 @@ from .procroot import (
     description_file, in_root_exists, list_in_root, mapped_files,
     namespaced_pid, process_environment, read_in_root)
 from .recording import record
+from .remote import Control
 from .rendering import D3_VERSION, template_path
 
 
@@ -270,10 +271,24 @@ def check_process(pid, backend):
                  else "")
         return Check("process", True, f"{pid}{where} writes {path}")
     env = BACKENDS[backend]["env"]
-    return Check("process", False,
-                 f"{pid} has no {path}: its {backend} support is not active",
-                 f"start it with {env}=1, or call "
-                 f"sys.activate_stack_trampoline({backend!r}) in it")
+    try:
+        with Control(pid) as control:
+            refused = control.read()["refused"]
+    except RecordError as err:
+        return Check("process", False,
+                     f"{pid} has no {path}: its {backend} support is not "
+                     f"active, and {err}",
+                     f"start it with {env}=1, or call "
+                     f"sys.activate_stack_trampoline({backend!r}) in it")
+    if refused:
+        return Check("process", False,
+                     f"{pid} runs without the {backend} support and refuses "
+                     "to be turned on from outside (-X perf=0 or "
+                     "PYTHONPERFSUPPORT=0)",
+                     f"start it with {env}=1")
+    return Check("process", True,
+                 f"{pid} runs without the {backend} support: it is turned "
+                 "on for the recording, and off after it")
 
 
 def check_perf():

@@ -11,7 +11,8 @@ from .common import BACKENDS, RecordError, Stop
 from .containers import (
     Copier, OUTSIDE_CONTAINERS, cache_container_objects, inject_container)
 from .perfscript import perf_script
-from .procroot import description_file, ended
+from .procroot import description_file, ended, in_root_exists
+from .remote import Session
 
 
 def run_perf(args, what):
@@ -29,11 +30,28 @@ def run_perf(args, what):
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def run_recording(args, env):
+def perf_attached(proc):
+    """Whether perf (proc) has opened its events: it enables them as soon
+    as it has opened them all."""
+    try:
+        names = os.listdir(f"/proc/{proc.pid}/fd")
+    except OSError:
+        return False
+    for name in names:
+        with contextlib.suppress(OSError):
+            if os.readlink(f"/proc/{proc.pid}/fd/{name}") == \
+                    "anon_inode:[perf_event]":
+                return True
+    return False
+
+
+def run_recording(args, env, session=None):
     """Run perf record; return its exit status and the signal (SIGINT or
     SIGTERM) that stopped it, or None.  The signal, sent to pyprofile
     alone (by kill or timeout) or to its process group (by the terminal),
-    is passed on to perf, and pyprofile waits for perf to end."""
+    is passed on to perf, and pyprofile waits for perf to end.  A session
+    (remote.Session) turns the process's support on once perf records,
+    keeps it on while it does, and off when it ends."""
     received = []
     proc = None
 
@@ -47,11 +65,39 @@ def run_recording(args, env):
         proc = subprocess.Popen(args, env=env)
         if received:
             proc.send_signal(received[0])
-        status = proc.wait()
+        if session is None:
+            status = proc.wait()
+        else:
+            status = run_session(proc, session)
     finally:
         for signum, handler in old.items():
             signal.signal(signum, handler)
     return status, (received[0] if received else None)
+
+
+def run_session(proc, session):
+    """Wait for perf (proc) while session keeps the support on; perf's
+    exit status."""
+    # A jitdump is found by perf through the process's mmap() of it when
+    # it opens it, which perf records only once its events are enabled.
+    while proc.poll() is None and not perf_attached(proc):
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            proc.wait(timeout=0.01)
+    started = False
+    try:
+        if proc.poll() is None:
+            session.start()
+            started = True
+        while True:
+            try:
+                return proc.wait(timeout=0.1)
+            except subprocess.TimeoutExpired:
+                session.poll()
+    finally:
+        if started:
+            session.stop()
+        else:
+            session.control.close()
 
 
 class Recording:
@@ -83,6 +129,10 @@ def record(command, backend, tmp, frequency=999, pid=None, duration=None,
     else:
         args += ["-p", str(pid), "--", "sleep", str(duration)]
     copier = None
+    session = None
+    if pid is not None and not in_root_exists(pid, backend):
+        # Started without the support: on for the recording only.
+        session = Session(pid, backend)
     try:
         if (pid is not None and description_file(pid, backend)
                 != spec["file"].format(pid=pid)):
@@ -100,7 +150,7 @@ def record(command, backend, tmp, frequency=999, pid=None, duration=None,
             args.insert(args.index("record") + 1, "--buildid-mmap")
         try:
             # The command's output and errors go where pyprofile's go.
-            status, stopped_by = run_recording(args, env)
+            status, stopped_by = run_recording(args, env, session)
         finally:
             if copier is not None:
                 copier.stop()
