@@ -59,6 +59,19 @@ now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Tell tools how many interpreters use a backend, and how many of them
+   requests turned on. */
+static void
+publish(void)
+{
+    int by_request = 0;
+    for (size_t i = 0; i < _PyPerfCore.n_interps; i++) {
+        by_request += _PyPerfCore.interps[i].by_request;
+    }
+    _PyPerf_Remote.interps_on = (int32_t)_PyPerfCore.n_interps;
+    _PyPerf_Remote.interps_by_request = by_request;
+}
+
 static void
 handle(uint32_t request)
 {
@@ -85,14 +98,8 @@ handle(uint32_t request)
             _PyPerfRemote_leased = 1;
         }
     }
-    int on = 0, by_request = 0;
-    for (size_t i = 0; i < _PyPerfCore.n_interps; i++) {
-        on++;
-        by_request += _PyPerfCore.interps[i].by_request;
-    }
     _PyPerf_Remote.result = result;
-    _PyPerf_Remote.interps_on = on;
-    _PyPerf_Remote.interps_by_request = by_request;
+    publish();
     /* The tool reads handled, then the rest. */
     __atomic_store_n(&_PyPerf_Remote.handled, request, __ATOMIC_RELEASE);
 }
@@ -121,6 +128,7 @@ _PyPerfRemote_CheckLease(void)
     if (!handling && now_ns() >= lease_end) {
         _PyPerfRemote_leased = 0;
         _PyPerfTrampoline_DeactivateRemote();
+        publish();
     }
 }
 

@@ -44,7 +44,7 @@ pyprofile = load_pyprofile()
 # Its stages, each tested on its own (the script puts their directory,
 # Tools/perf, in sys.path).
 from pyprofile_lib import (common, containers, perfscript, procroot,
-                           readiness, rendering)
+                           readiness, remote, rendering)
 
 HAVE_TRAMPOLINE = sysconfig.get_config_var("PY_HAVE_PERF_TRAMPOLINE") == 1
 NOFP_PYTHON = os.environ.get("PYTHON_NOFP_INTERPRETER")
@@ -72,6 +72,24 @@ PROGRAM = textwrap.dedent("""
 
     print("ready", flush=True)
     baz()
+""")
+
+
+# A service, for the support turned on from outside: what it runs after
+# that is named (handle, middle and leaf start anew each round).
+SERVICE = textwrap.dedent("""
+    import time
+    def leaf():
+        return sum(i * i for i in range(3000))
+    def middle():
+        return leaf()
+    def handle():
+        return middle()
+    print("ready", flush=True)
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:
+        handle()
+        time.sleep(0.001)
 """)
 
 
@@ -481,6 +499,114 @@ class TestRecording(unittest.TestCase):
         self.assertEqual(result.returncode, 0,
                          result.stdout + result.stderr)
         self.assert_chain(self.output)
+
+    def start_service(self, env=None):
+        """A service started without the support: it handles requests
+        (handle, middle, leaf) between short sleeps, for a minute."""
+        service = os.path.join(self.tmp, "service.py")
+        with open(service, "w") as f:
+            f.write(SERVICE)
+        env = dict(os.environ if env is None else env)
+        env.pop("PYTHONPERFSUPPORT", None)
+        proc = subprocess.Popen([sys.executable, service],
+                                stdout=subprocess.PIPE, text=True, env=env)
+
+        def stop():
+            proc.kill()
+            proc.wait()
+            proc.stdout.close()
+            for path in (f"/tmp/perf-{proc.pid}.map",
+                         f"/tmp/jit-{proc.pid}.dump"):
+                with contextlib.suppress(FileNotFoundError):
+                    os.unlink(path)
+
+        self.addCleanup(stop)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        return proc, service
+
+    def assert_service_chain(self, collapsed, service):
+        base = os.path.basename(service)
+        chain = ";".join(f"{name} ({base})"
+                         for name in ("handle", "middle", "leaf"))
+        with open(collapsed, encoding="utf-8") as f:
+            text = f.read()
+        self.assertIn(chain, text)
+
+    def interps_on(self, pid):
+        with remote.Control(pid) as control:
+            return control.read()["interps_on"]
+
+    def test_on_demand(self):
+        # A process started without the support: on for the recording,
+        # off after it.
+        for backend, python in (("perf", sys.executable),
+                                ("perf_jit", sys.executable)):
+            with self.subTest(backend):
+                ready_or_skip(self, backend, python)
+                proc, service = self.start_service()
+                collapsed = os.path.join(self.tmp, f"{backend}.txt")
+                result = run_pyprofile("--backend", backend, "-p",
+                                       str(proc.pid), "-d", "2",
+                                       "-o", collapsed)
+                self.assertEqual(result.returncode, 0,
+                                 result.stdout + result.stderr)
+                self.assertIn(f"turned the {backend} support on in process "
+                              f"{proc.pid} after", result.stderr)
+                self.assert_service_chain(collapsed, service)
+                self.assertEqual(self.interps_on(proc.pid), 0)
+
+    def test_activate_and_deactivate(self):
+        ready_or_skip(self, "perf", sys.executable)
+        proc, service = self.start_service()
+        result = run_pyprofile("--activate", "-p", str(proc.pid))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertIn(f"perf support on in process {proc.pid} for 600 s",
+                      result.stdout)
+        self.assertEqual(self.interps_on(proc.pid), 1)
+        path = f"/tmp/perf-{proc.pid}.map"
+        for _ in range(500):
+            if names_program(path, service):
+                break
+            time.sleep(0.01)
+        self.assertTrue(names_program(path, service))
+        result = run_pyprofile("--deactivate", "-p", str(proc.pid))
+        self.assertEqual(result.returncode, 0, result.stdout + result.stderr)
+        self.assertEqual(self.interps_on(proc.pid), 0)
+
+    def test_refusing_process(self):
+        ready_or_skip(self, "perf", sys.executable)
+        proc, service = self.start_service(
+            dict(os.environ, PYTHON_PERF_JIT_SUPPORT="0"))
+        result = run_pyprofile("-p", str(proc.pid), "-d", "1",
+                               "-o", self.output)
+        self.assertEqual(result.returncode, 1)
+        self.assertIn("refuses to be turned on from outside", result.stdout)
+        result = run_pyprofile("--activate", "-p", str(proc.pid))
+        self.assertEqual(one_line_error(self, result),
+                         f"pyprofile: process {proc.pid} refuses to be turned "
+                         "on from outside (started with -X perf=0 or "
+                         "PYTHONPERFSUPPORT=0)")
+        self.assertEqual(self.interps_on(proc.pid), 0)
+
+    def test_killed_pyprofile(self):
+        # The lease ends: the service turns itself off.
+        ready_or_skip(self, "perf", sys.executable)
+        proc, service = self.start_service()
+        tool = subprocess.Popen(
+            [sys.executable, PYPROFILE, "-p", str(proc.pid), "-d", "60",
+             "-o", self.output], stderr=subprocess.PIPE, text=True,
+            start_new_session=True)
+        self.addCleanup(kill_session, tool.pid)
+        with tool:
+            for line in tool.stderr:
+                if "turned the perf support on" in line:
+                    break
+            self.assertEqual(self.interps_on(proc.pid), 1)
+            kill_session(tool.pid)
+        deadline = time.monotonic() + 60
+        while self.interps_on(proc.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.assertEqual(self.interps_on(proc.pid), 0)
 
     def test_not_ready_stops(self):
         fake = os.path.join(self.tmp, "python")
