@@ -300,8 +300,12 @@ static inline int
 _PyPerfTrampoline_EvalBreakerMayBeWanted(void)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
+    /* A request from outside stays wanted until handled: the GIL's
+       holder computes the eval breaker again each time it takes the
+       GIL, which would drop the one the tool set. */
     return (_PyPerfFile_held != 0 || _PyPerfTrampoline_unreported
-            || _PyPerfTrampoline_child_pending);
+            || _PyPerfTrampoline_child_pending
+            || _PyPerf_Remote.request != _PyPerf_Remote.handled);
 #else
     return 0;
 #endif

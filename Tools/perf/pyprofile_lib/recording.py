@@ -130,9 +130,15 @@ def record(command, backend, tmp, frequency=999, pid=None, duration=None,
         args += ["-p", str(pid), "--", "sleep", str(duration)]
     copier = None
     session = None
-    if pid is not None and not in_root_exists(pid, backend):
-        # Started without the support: on for the recording only.
-        session = Session(pid, backend)
+    if pid is not None:
+        # On for the recording only, unless the program turned it on
+        # itself (its interpreters then stay as they are).  A process
+        # that cannot be asked is recorded as it is if it writes its file.
+        try:
+            session = Session(pid, backend)
+        except RecordError:
+            if not in_root_exists(pid, backend):
+                raise
     try:
         if (pid is not None and description_file(pid, backend)
                 != spec["file"].format(pid=pid)):

@@ -7,10 +7,12 @@ attach rights); nothing of the process is run."""
 
 import errno
 import os
+import stat
 import struct
 import time
 
 from .common import RecordError
+from .procroot import open_in_root
 
 SYMBOL = b"_PyPerf_Remote"
 MAGIC = b"CPython perfctl\0"
@@ -41,17 +43,32 @@ class Unsupported(RecordError):
     """The process's interpreter cannot be turned on from outside."""
 
 
+# The most of a file's tables that is read: the process chose the file,
+# and may have made its header claim anything.
+MAX_TABLE = 16 * 1024 * 1024
+
+
+def read_at(f, offset, size, file_size):
+    if offset >= file_size or size > MAX_TABLE:
+        return b""
+    f.seek(offset)
+    return f.read(min(size, file_size - offset))
+
+
 def dynamic_symbol(f, name):
     """The value of the dynamic symbol name in the ELF file f, and the
     file's loadable segments as (offset, vaddr, filesz); None if f is not
     a 64-bit little-endian ELF file defining it."""
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode):
+        return None
+    file_size = st.st_size
     header = f.read(ELF_HEADER.size)
     if len(header) < ELF_HEADER.size or header[:6] != b"\x7fELF\x02\x01":
         return None
     (_, _, _, _, _, phoff, shoff, _, _, phentsize, phnum, shentsize,
      shnum, _) = ELF_HEADER.unpack(header)
-    f.seek(phoff)
-    table = f.read(phentsize * phnum)
+    table = read_at(f, phoff, phentsize * phnum, file_size)
     segments = []
     for i in range(phnum):
         entry = table[i * phentsize:i * phentsize + SEGMENT.size]
@@ -60,8 +77,7 @@ def dynamic_symbol(f, name):
         p_type, _, p_offset, p_vaddr, _, p_filesz, _, _ = SEGMENT.unpack(entry)
         if p_type == PT_LOAD:
             segments.append((p_offset, p_vaddr, p_filesz))
-    f.seek(shoff)
-    table = f.read(shentsize * shnum)
+    table = read_at(f, shoff, shentsize * shnum, file_size)
     sections = [SECTION.unpack(table[i * shentsize:
                                      i * shentsize + SECTION.size])
                 for i in range(shnum)
@@ -69,10 +85,8 @@ def dynamic_symbol(f, name):
     for (_, sh_type, _, _, offset, size, link, _, _, entsize) in sections:
         if sh_type != SHT_DYNSYM or link >= len(sections) or not entsize:
             continue
-        f.seek(offset)
-        symbols = f.read(size)
-        f.seek(sections[link][4])
-        strings = f.read(sections[link][5])
+        symbols = read_at(f, offset, size, file_size)
+        strings = read_at(f, sections[link][4], sections[link][5], file_size)
         for pos in range(0, len(symbols) - entsize + 1, entsize):
             st_name, _, _, shndx, value, _ = SYMBOL_ENTRY.unpack_from(
                 symbols, pos)
@@ -100,19 +114,31 @@ def mappings(pid):
 def open_mapped(pid, path, range_):
     """The file mapped at range_ in process pid: through map_files (the
     very file, wherever it is; root only), else through the process's
-    root directory."""
-    for name in (f"/proc/{pid}/map_files/{range_}",
-                 f"/proc/{pid}/root{path}"):
+    root directory, never following its links out of it."""
+    try:
+        # What it is, first (O_PATH opens no device); then that very file.
+        fd = os.open(f"/proc/{pid}/map_files/{range_}",
+                     os.O_PATH | os.O_CLOEXEC)
         try:
-            return open(name, "rb")
-        except OSError:
-            pass
-    return None
+            if stat.S_ISREG(os.fstat(fd).st_mode):
+                return open(f"/proc/self/fd/{fd}", "rb")
+        finally:
+            os.close(fd)
+    except OSError:
+        pass
+    try:
+        return open_in_root(pid, path)
+    except OSError:
+        return None
 
 
 def find_control(pid):
     """The address of process pid's _PyPerf_Remote."""
     seen = set()
+    try:
+        exe = os.readlink(f"/proc/{pid}/exe")
+    except OSError:
+        exe = None
     for start, offset, path, range_ in mappings(pid):
         if path in seen:
             continue
@@ -120,7 +146,7 @@ def find_control(pid):
         # The interpreter is the program or libpython.
         base = os.path.basename(path)
         if not (base.startswith("python") or base.startswith("libpython")
-                or path == os.readlink(f"/proc/{pid}/exe")):
+                or path == exe):
             continue
         f = open_mapped(pid, path, range_)
         if f is None:
@@ -146,8 +172,8 @@ class Control:
         if address is None:
             raise Unsupported(
                 f"process {pid} runs an interpreter that cannot be turned "
-                "on from outside (not built with this patch's on-demand "
-                "support): start it with PYTHONPERFSUPPORT=1")
+                "on from outside (not Python, or a Python without this "
+                "patch's on-demand support)")
         try:
             self.fd = os.open(f"/proc/{pid}/mem", os.O_RDWR | os.O_CLOEXEC)
         except OSError as err:

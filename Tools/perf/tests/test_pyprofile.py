@@ -230,10 +230,15 @@ class TestReadiness(unittest.TestCase):
     def test_file_of_an_earlier_process(self):
         # A map left in /tmp by an earlier process with the same PID (PIDs
         # are reused) is not the running process's.
+        # It refuses to be turned on from outside: only its file could
+        # say that the support is on.
         proc = subprocess.Popen([sys.executable, "-c",
+                                 "print('ready', flush=True); "
                                  "import time; time.sleep(60)"],
-                                env={k: v for k, v in os.environ.items()
-                                     if k != "PYTHONPERFSUPPORT"})
+                                stdout=subprocess.PIPE, text=True,
+                                env=dict(os.environ, PYTHONPERFSUPPORT="0"))
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        proc.stdout.close()
         # No running process has that PID in this namespace: a file there
         # is an earlier one's, kept or made here.
         path = f"/tmp/perf-{proc.pid}.map"
@@ -250,17 +255,27 @@ class TestReadiness(unittest.TestCase):
         self.assertFalse(check.ok)
 
     def test_process_without_support(self):
-        proc = subprocess.Popen([sys.executable, "-c",
-                                 "import time; time.sleep(60)"],
-                                env={k: v for k, v in os.environ.items()
-                                     if k != "PYTHONPERFSUPPORT"})
-        try:
-            check = readiness.check_process(proc.pid, "perf")
-        finally:
-            proc.kill()
-            proc.wait()
-        self.assertFalse(check.ok)
-        self.assertIn("PYTHONPERFSUPPORT=1", check.fix)
+        # Turned on for the recording, unless it refuses.
+        for value, ok in (("", True), ("0", False)):
+            with self.subTest(PYTHONPERFSUPPORT=value):
+                proc = subprocess.Popen(
+                    [sys.executable, "-c", "print('ready', flush=True); "
+                     "import time; time.sleep(60)"],
+                    stdout=subprocess.PIPE, text=True,
+                    env=dict(os.environ, PYTHONPERFSUPPORT=value))
+                try:
+                    self.assertEqual(proc.stdout.readline(), "ready\n")
+                    check = readiness.check_process(proc.pid, "perf")
+                finally:
+                    proc.kill()
+                    proc.wait()
+                    proc.stdout.close()
+                self.assertEqual(check.ok, ok, check)
+                if ok:
+                    self.assertIn("turned on for the recording",
+                                  check.detail)
+                else:
+                    self.assertIn("PYTHONPERFSUPPORT=1", check.fix)
 
 
 # A program that notes, next to itself, whoever runs it with arguments;
@@ -555,6 +570,20 @@ class TestRecording(unittest.TestCase):
                 self.assert_service_chain(collapsed, service)
                 self.assertEqual(self.interps_on(proc.pid), 0)
 
+    def test_on_demand_twice(self):
+        # The first recording leaves the map: the second one turns the
+        # support on again all the same.
+        ready_or_skip(self, "perf", sys.executable)
+        proc, service = self.start_service()
+        for run in range(2):
+            collapsed = os.path.join(self.tmp, f"run{run}.txt")
+            result = run_pyprofile("-p", str(proc.pid), "-d", "1.5",
+                                   "-o", collapsed)
+            self.assertEqual(result.returncode, 0,
+                             result.stdout + result.stderr)
+            self.assertIn("turned the perf support on", result.stderr)
+            self.assert_service_chain(collapsed, service)
+
     def test_activate_and_deactivate(self):
         ready_or_skip(self, "perf", sys.executable)
         proc, service = self.start_service()
@@ -662,6 +691,32 @@ def one_line_error(testcase, proc):
     testcase.assertEqual(len(lines), 1, proc.stdout + proc.stderr)
     testcase.assertTrue(lines[0].startswith("pyprofile: "), lines)
     return lines[0]
+
+
+class TestRemoteSymbol(unittest.TestCase):
+    """Reading the target's ELF symbol table: the target chose the file."""
+
+    def test_huge_tables_are_not_read(self):
+        import struct
+        with tempfile.TemporaryFile() as f:
+            # An ELF header whose section table claims 2**40 bytes.
+            header = struct.pack("<16sHHIQQQIHHHHHH",
+                                 b"\x7fELF\x02\x01\x01" + bytes(9), 3, 62,
+                                 1, 0, 64, 128, 0, 64, 56, 0, 64,
+                                 0xFFFF, 0)
+            f.write(header + bytes(4096))
+            f.flush()
+            f.seek(0)
+            self.assertIsNone(remote.dynamic_symbol(f, b"_PyPerf_Remote"))
+
+    def test_this_interpreter(self):
+        if not HAVE_TRAMPOLINE:
+            self.skipTest("needs an interpreter with perf trampolines")
+        control = remote.Control(os.getpid())
+        with control:
+            state = control.read()
+        self.assertEqual(state["magic"], remote.MAGIC)
+        self.assertEqual(state["version"], 1)
 
 
 class TestCommandLine(unittest.TestCase):
