@@ -1145,14 +1145,16 @@ class TestContainer(unittest.TestCase):
             f.write(self.SERVICE)
         self.stop_file = os.path.join(self.tmp, "stop")
 
-    def start(self, backend, own_stdlib=False):
+    def start(self, backend, own_stdlib=False, on_demand=False):
         """Start the service in a container; return its unshare process
         and its host PID.  It runs until stop().  With own_stdlib, the
         standard library is at /mnt/lib, which only PYTHONPATH names: the
-        interpreter cannot start with -E there."""
+        interpreter cannot start with -E there.  With on_demand, it starts
+        without the support."""
         if os.path.exists(self.stop_file):
             os.unlink(self.stop_file)
-        env_var = common.BACKENDS[backend]["env"]
+        env_var = ("PYTHON_PERF_UNUSED" if on_demand
+                   else common.BACKENDS[backend]["env"])
         # As in a container image, the interpreter is at a path that the
         # host does not have: /mnt/bin is mounted in the container only.
         directory, name = os.path.split(os.path.realpath(sys.executable))
@@ -1236,12 +1238,12 @@ class TestContainer(unittest.TestCase):
         self.assertRegex(result.stdout,
                          r"(?m)^warn interpreter: no build configuration ")
 
-    def profile(self, backend, exits):
+    def profile(self, backend, exits, on_demand=False):
         """Profile the service in a container for 6 s (ending it 1.5 s
         into the recording if exits is set) and return the collapsed
         stacks."""
         ready_or_skip(self, backend, sys.executable)
-        proc, pid = self.start(backend)
+        proc, pid = self.start(backend, on_demand=on_demand)
         output = os.path.join(self.tmp, f"profile-{backend}.txt")
         profiler = subprocess.Popen(
             [sys.executable, PYPROFILE, "--backend", backend,
@@ -1275,6 +1277,15 @@ class TestContainer(unittest.TestCase):
         for backend in "perf", "perf_jit":
             with self.subTest(backend=backend):
                 text = self.profile(backend, exits=True)
+                self.assertIn("baz (program.py);bar (program.py);"
+                              "foo (program.py)", text)
+
+    def test_on_demand(self):
+        # Started without the support: turned on from the host for the
+        # recording, and off after it.
+        for backend in "perf", "perf_jit":
+            with self.subTest(backend=backend):
+                text = self.profile(backend, exits=False, on_demand=True)
                 self.assertIn("baz (program.py);bar (program.py);"
                               "foo (program.py)", text)
 
