@@ -19,7 +19,7 @@ for arg in "$@"; do
         # walks trampolined stacks with eu-stack and bpftrace.
         --test) PACKAGES="$PACKAGES gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu
 gcc-riscv64-linux-gnu binutils-riscv64-linux-gnu chromium lldb strace
-libunwind8 elfutils bpftrace"
+libunwind8 elfutils bpftrace valgrind"
                 flamegraph=yes ;;
         # Tools/perf/pyprofile renders with d3-flame-graph from npm.
         --flamegraph) flamegraph=yes ;;

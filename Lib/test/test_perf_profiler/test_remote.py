@@ -6,6 +6,9 @@ tests cover that side)."""
 
 import json
 import os
+import shutil
+import subprocess
+import sys
 import textwrap
 import unittest
 
@@ -295,6 +298,59 @@ class TestRemote(PerfTestCase):
         text = self.assert_map_file(res["child"])
         self.assert_symbol_count(
             text, f"py::in_child:{self.last_script}", 1)
+
+
+class TestInstructionCount(PerfTestCase):
+    """A process turned on and off from outside runs as one never asked:
+    callgrind's instruction count of the same work, after three cycles,
+    against a process that was never sent a request, in the same run."""
+
+    PROGRAM = """
+        if sys.argv[1] == "cycled":
+            for _ in range(3):
+                request(1)
+                def warm():
+                    return 1
+                warm()
+                request(0)
+        # Counted: what runs inside exec() (--toggle-collect).
+        exec(\"\"\"
+        def fib(n):
+            return n if n < 2 else fib(n - 1) + fib(n - 2)
+        fib(20)
+        \"\"\")
+    """
+
+    def count(self, mode, script, tmpdir):
+        out = os.path.join(tmpdir, f"callgrind.{mode}")
+        # A fixed hash seed: dictionaries laid out alike in both.
+        env = self.make_env(PYTHONHASHSEED="0")
+        proc = subprocess.run(
+            ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out}",
+             "--collect-atstart=no", "--toggle-collect=builtin_exec",
+             sys.executable, script, mode],
+            env=env, capture_output=True, text=True,
+            timeout=support.LONG_TIMEOUT)
+        self.assertEqual(proc.returncode, 0, proc.stderr[-2000:])
+        with open(out) as f:
+            for line in f:
+                if line.startswith("summary:"):
+                    return int(line.split()[1])
+        self.fail("no summary in callgrind's output")
+
+    def test_as_never_asked(self):
+        if shutil.which("valgrind") is None:
+            self.skipTest("valgrind is not installed")
+        if {"QEMU_CPU", "QEMU_LD_PREFIX"} & os.environ.keys():
+            self.skipTest("the program runs under qemu-user")
+        script = self.write_script(
+            CLIENT + textwrap.dedent(self.PROGRAM))
+        tmpdir = os.path.dirname(script)
+        never = self.count("never", script, tmpdir)
+        cycled = self.count("cycled", script, tmpdir)
+        self.assertGreater(never, 1_000_000)
+        self.assertLess(abs(cycled - never) / never, 0.001,
+                        f"never asked: {never}, after 3 cycles: {cycled}")
 
 
 if __name__ == "__main__":
