@@ -494,15 +494,18 @@ xoption_enable_value(const wchar_t *xoption)
 }
 
 /* Whether the configuration refuses requests from outside: one of the
-   options or variables is zero. */
+   options is zero, or with neither option given, one of the variables
+   (the precedence of backend_from_config()). */
 static int
 refuses_requests(const PyConfig *config)
 {
-    return (parse_xoption(_Py_get_xoption(&config->xoptions, L"perf")) == 0
-            || parse_xoption(_Py_get_xoption(&config->xoptions,
-                                             L"perf_jit")) == 0
-            || parse_value(_Py_GetEnv(config->use_environment,
-                                      "PYTHONPERFSUPPORT")) == 0
+    const wchar_t *x_jit = _Py_get_xoption(&config->xoptions, L"perf_jit");
+    const wchar_t *x_perf = _Py_get_xoption(&config->xoptions, L"perf");
+    if (x_jit != NULL || x_perf != NULL) {
+        return parse_xoption(x_jit) == 0 || parse_xoption(x_perf) == 0;
+    }
+    return (parse_value(_Py_GetEnv(config->use_environment,
+                                   "PYTHONPERFSUPPORT")) == 0
             || parse_value(_Py_GetEnv(config->use_environment,
                                       "PYTHON_PERF_JIT_SUPPORT")) == 0);
 }

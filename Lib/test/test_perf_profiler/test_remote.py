@@ -133,9 +133,12 @@ class TestRemote(PerfTestCase):
                 self.assertEqual(res, {"refused": 1, "on": [EPERM, 0, 0],
                                        "active": False})
                 self.assertFalse(os.path.exists(perf_map_path(pid)))
-        # Neither an empty value nor -I (environment ignored) refuses.
+        # Neither an empty value, nor -I (environment ignored), nor a
+        # variable that an -X option overrides refuses.
         for name, flags, env in (("empty", (), {"PYTHONPERFSUPPORT": ""}),
-                                 ("-I", ("-I",), {"PYTHONPERFSUPPORT": "0"})):
+                                 ("-I", ("-I",), {"PYTHONPERFSUPPORT": "0"}),
+                                 ("-X perf=abc", ("-X", "perf=abc"),
+                                  {"PYTHONPERFSUPPORT": "0"})):
             with self.subTest(name):
                 pid, res = self.run_client(code, flags=flags,
                                            env=self.make_env(**env))
