@@ -2,6 +2,8 @@
 
 readiness
     Whether everything is ready to record (pyprofile --check).
+remote
+    Turning the support on in a running process from outside, and off.
 recording
     perf record, perf inject --jit and perf script.
 containers
