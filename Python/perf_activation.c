@@ -348,6 +348,7 @@ _PyPerfTrampoline_Fini(void)
        configuration. */
     _PyPerfCore.config_backend = -1;
     _PyPerfCore.remote_backend = -1;
+    _PyPerfCore.remote_handling = 0;
     _PyPerfRemote_leased = 0;
     while (_PyPerfCore.n_interps > 0) {
         deactivate(_PyPerfCore.interps[_PyPerfCore.n_interps - 1].interp);

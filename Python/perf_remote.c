@@ -3,8 +3,8 @@
    it records, and off again.
 
    The tool writes a request into _PyPerf_Remote, an exported block whose
-   address it finds in the ELF symbol table, and sets the eval breaker of
-   each interpreter.  The kernel decides who may: writing another
+   address it finds in the ELF symbol table, and sets the main
+   interpreter's eval breaker.  The kernel decides who may: writing another
    process's memory takes ptrace attach rights (root, or the same user
    where kernel.yama.ptrace_scope allows), which already let the caller do
    anything in the process.  Nothing here runs until a request comes: no
@@ -37,19 +37,14 @@ _PyPerfRemoteControl _PyPerf_Remote = {
     .version = 1,
     .size = sizeof(_PyPerfRemoteControl),
     .runtime = &_PyRuntime,
-    .interpreters_head = offsetof(_PyRuntimeState, interpreters.head),
-    .interp_next = offsetof(PyInterpreterState, next),
-    .interp_eval_breaker = offsetof(PyInterpreterState, ceval.eval_breaker),
+    .main_eval_breaker = offsetof(_PyRuntimeState,
+                                  _main_interpreter.ceval.eval_breaker),
 };
 
 int _PyPerfRemote_leased = 0;
 
 /* When the lease ends, in CLOCK_MONOTONIC nanoseconds. */
 static int64_t lease_end;
-/* Set while a request is handled: the GIL is released to open the
-   backend (Python/perf_loader.c), and another thread may check the eval
-   breaker meanwhile. */
-static int handling = 0;
 
 static int64_t
 now_ns(void)
@@ -107,15 +102,22 @@ handle(uint32_t request)
 void
 _PyPerfRemote_AtEvalBreaker(void)
 {
-    if (handling) {
+    /* Tools know the layout (Tools/perf/pyprofile_lib/remote.py). */
+    Py_BUILD_ASSERT(offsetof(_PyPerfRemoteControl, main_eval_breaker) == 32);
+    Py_BUILD_ASSERT(offsetof(_PyPerfRemoteControl, command) == 40);
+    Py_BUILD_ASSERT(offsetof(_PyPerfRemoteControl, handled) == 64);
+    /* Set while a request is handled: the GIL is released to open the
+       backend (Python/perf_loader.c), and another thread may check the
+       eval breaker meanwhile. */
+    if (_PyPerfCore.remote_handling) {
         return;
     }
     uint32_t request = __atomic_load_n(&_PyPerf_Remote.request,
                                        __ATOMIC_ACQUIRE);
     if (request != _PyPerf_Remote.handled) {
-        handling = 1;
+        _PyPerfCore.remote_handling = 1;
         handle(request);
-        handling = 0;
+        _PyPerfCore.remote_handling = 0;
     }
     if (_PyPerfRemote_leased) {
         _PyPerfRemote_CheckLease();
@@ -125,7 +127,7 @@ _PyPerfRemote_AtEvalBreaker(void)
 void
 _PyPerfRemote_CheckLease(void)
 {
-    if (!handling && now_ns() >= lease_end) {
+    if (!_PyPerfCore.remote_handling && now_ns() >= lease_end) {
         _PyPerfRemote_leased = 0;
         _PyPerfTrampoline_DeactivateRemote();
         publish();

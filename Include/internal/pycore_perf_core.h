@@ -95,6 +95,10 @@ typedef struct {
        (Python/perf_remote.c), which interpreters created since start
        with too; -1 if none. */
     int remote_backend;
+    /* Set while a request from outside is handled (the GIL is released
+       meanwhile); reset at finalization, should a daemon thread have
+       ended there. */
+    int remote_handling;
     /* Where arenas come from: memory shared with forked children, as an
        arena never changes once it is filled (see _PyPerfArena_New()). */
     _PyPerfRegion arenas;

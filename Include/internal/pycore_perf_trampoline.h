@@ -220,21 +220,22 @@ extern void _PyPerfTrampoline_ChildAtEvalBreaker(void);
 /* Requests from outside the process (Python/perf_remote.c).  A tool that
    the kernel lets write this process's memory (ptrace attach rights,
    which /proc/PID/mem and process_vm_writev() check) finds this block by
-   its symbol, writes a request into it and sets the eval breaker of each
-   interpreter, which it finds through the offsets below; the next thread
-   that checks an eval breaker handles the request.  Tools read the block
-   by its layout: fields are only ever added at the end (with size). */
+   its symbol, writes a request into it and sets the main interpreter's
+   eval breaker, at the offset below; the next thread that checks an eval
+   breaker handles the request.  (Threads of other interpreters notice it
+   when they next take the GIL: a pending request keeps every eval breaker
+   computed then set.  The main interpreter is the only one that is never
+   freed, so a tool never writes into memory the process has freed.)
+   Tools read the block by its layout: fields are only ever added at the
+   end (with size). */
 typedef struct {
     /* Set when the interpreter is built, for tools to check. */
     char magic[16];                 /* "CPython perfctl" */
     uint32_t version;               /* of this layout: 1 */
     uint32_t size;                  /* sizeof(_PyPerfRemoteControl) */
     void *runtime;                  /* &_PyRuntime */
-    uint32_t interpreters_head;     /* offsetof(_PyRuntimeState,
-                                       interpreters.head) */
-    uint32_t interp_next;           /* offsetof(PyInterpreterState, next) */
-    uint32_t interp_eval_breaker;   /* offsetof(PyInterpreterState,
-                                       ceval.eval_breaker) */
+    uint32_t main_eval_breaker;     /* offsetof(_PyRuntimeState,
+                                       _main_interpreter.ceval.eval_breaker) */
     /* Set at start-up: non-zero if the process refuses requests. */
     uint32_t refused;
     /* Written by the tool: command and lease_ms, then request (one more

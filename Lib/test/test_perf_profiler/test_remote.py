@@ -37,16 +37,13 @@ def _ptr(address):
     return ctypes.c_void_p.from_address(address).value or 0
 
 def poke():
-    interp = _ptr(_ptr(_addr + 24) + _u32(32).value)
-    while interp:
-        ctypes.c_int.from_address(interp + _u32(40).value).value = 1
-        interp = _ptr(interp + _u32(36).value)
+    ctypes.c_int.from_address(_ptr(_addr + 24) + _u32(32).value).value = 1
 
 def send(command, lease_ms):
-    _u32(48).value = command
-    _u32(52).value = lease_ms
-    request = _u32(56).value + 1
-    _u32(56).value = request
+    _u32(40).value = command
+    _u32(44).value = lease_ms
+    request = _u32(48).value + 1
+    _u32(48).value = request
     poke()
     return request
 
@@ -54,15 +51,15 @@ def request(command, lease_ms=60000):
     number = send(command, lease_ms)
     # Handled at the next check of the eval breaker: a backward jump.
     for _ in range(100000):
-        if _u32(72).value == number:
+        if _u32(64).value == number:
             break
     else:
         raise AssertionError("the request was not handled")
     return [ctypes.c_int32.from_address(_addr + off).value
-            for off in (60, 64, 68)]
+            for off in (52, 56, 60)]
 
 def refused():
-    return _u32(44).value
+    return _u32(36).value
 
 def active():
     return sys.is_stack_trampoline_active()
@@ -88,7 +85,7 @@ class TestRemote(PerfTestCase):
                     def before():
                         return 1
                     before()
-                    result = {"never_asked": [_u32(56).value, refused()],
+                    result = {"never_asked": [_u32(48).value, refused()],
                               "before": active()}
                     result["on"] = request(%d)
                     def during():

@@ -1,10 +1,11 @@
 """Turning the support on and off in a running process from outside
 (Python/perf_remote.c): find the block _PyPerf_Remote in the process's
 memory through the ELF symbol table of the file that defines it, write a
-request into it through /proc/PID/mem and set the eval breaker of each of
-its interpreters.  The kernel decides who may write the memory (ptrace
+request into it through /proc/PID/mem and set the main interpreter's eval
+breaker.  The kernel decides who may write the memory (ptrace
 attach rights); nothing of the process is run."""
 
+import contextlib
 import errno
 import os
 import stat
@@ -17,19 +18,15 @@ from .procroot import open_in_root
 SYMBOL = b"_PyPerf_Remote"
 MAGIC = b"CPython perfctl\0"
 # The block's layout, version 1 (see _PyPerfRemoteControl).
-LAYOUT = struct.Struct("<16sIIQ7I3iI")
-FIELDS = ("magic", "version", "size", "runtime", "interpreters_head",
-          "interp_next", "interp_eval_breaker", "refused", "command",
-          "lease_ms", "request", "result", "interps_on",
-          "interps_by_request", "handled")
-OFFSET = {name: 16 + 4 * i for i, name in enumerate(
-    ("version", "size"))}
-OFFSET.update(command=48, lease_ms=52, request=56)
+LAYOUT = struct.Struct("<16sIIQ5I3iI")
+FIELDS = ("magic", "version", "size", "runtime", "main_eval_breaker",
+          "refused", "command", "lease_ms", "request", "result",
+          "interps_on", "interps_by_request", "handled")
+OFFSET = {"command": 40, "lease_ms": 44, "request": 48}
 COMMANDS = {"off": 0, "perf": 1, "perf_jit": 2}
 # How often a request is sent again (the eval breaker a thread stores
 # may overwrite the one set from here) while it waits to be handled.
 POKE_INTERVAL = 0.05
-MAX_INTERPRETERS = 4096
 
 ELF_HEADER = struct.Struct("<16sHHIQQQIHHHHHH")
 SECTION = struct.Struct("<IIQQQQIIQQ")
@@ -213,23 +210,13 @@ class Control:
     def write_u32(self, address, value):
         os.pwrite(self.fd, struct.pack("<I", value), address)
 
-    def read_pointer(self, address):
-        data = os.pread(self.fd, 8, address)
-        return struct.unpack("<Q", data)[0] if len(data) == 8 else 0
-
     def poke(self):
-        """Set the eval breaker of every interpreter."""
+        """Set the main interpreter's eval breaker (the threads of the
+        others notice a request when they next take the GIL)."""
         layout = self.layout
-        interp = self.read_pointer(layout["runtime"]
-                                   + layout["interpreters_head"])
-        for _ in range(MAX_INTERPRETERS):
-            if not interp:
-                break
-            try:
-                self.write_u32(interp + layout["interp_eval_breaker"], 1)
-                interp = self.read_pointer(interp + layout["interp_next"])
-            except OSError:
-                break
+        with contextlib.suppress(OSError):
+            self.write_u32(layout["runtime"] + layout["main_eval_breaker"],
+                           1)
 
     def send(self, command, lease):
         """Send a request (command: "off", "perf" or "perf_jit"; lease in
