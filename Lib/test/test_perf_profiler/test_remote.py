@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import textwrap
 import unittest
 
@@ -343,6 +344,8 @@ class TestInstructionCount(PerfTestCase):
             self.skipTest("valgrind is not installed")
         if {"QEMU_CPU", "QEMU_LD_PREFIX"} & os.environ.keys():
             self.skipTest("the program runs under qemu-user")
+        if "-fsanitize" in (sysconfig.get_config_var("CFLAGS") or ""):
+            self.skipTest("a sanitizer build does not run under valgrind")
         script = self.write_script(
             CLIENT + textwrap.dedent(self.PROGRAM))
         tmpdir = os.path.dirname(script)
