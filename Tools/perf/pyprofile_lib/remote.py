@@ -297,6 +297,7 @@ class Session:
         self.control = Control(pid)
         self.pending = None
         self.on = False
+        self.gone = False
 
     def start(self):
         self.sent = time.monotonic()
@@ -327,6 +328,18 @@ class Session:
         self.on = True
 
     def poll(self):
+        if self.gone:
+            return
+        try:
+            self.renew()
+        except (RecordError, OSError):
+            if os.path.exists(f"/proc/{self.pid}"):
+                raise
+            # The process ended during the recording, which goes on to
+            # the end of perf's.
+            self.gone = True
+
+    def renew(self):
         if self.pending is not None:
             state = self.control.read()
             if state["handled"] == self.pending:
@@ -335,13 +348,12 @@ class Session:
                 self.control.poke()
         if time.monotonic() - self.renewed >= RENEW_INTERVAL:
             self.renewed = time.monotonic()
-            request = self.control.send(self.backend, self.lease)
-            if self.pending is None:
-                self.pending = request
-            else:
-                self.pending = request
+            self.pending = self.control.send(self.backend, self.lease)
 
     def stop(self):
+        if self.gone:
+            self.control.close()
+            return
         try:
             state = self.control.request("off", self.lease, OFF_TIMEOUT)
             if state is None:
@@ -349,7 +361,9 @@ class Session:
                     f"yet: it does within {self.lease:g} s, at its next "
                     "check of the eval breaker, blocking call or new "
                     "function")
-        except RecordError as err:
+        except (RecordError, OSError) as err:
+            if not os.path.exists(f"/proc/{self.pid}"):
+                return
             say(str(err))
         finally:
             self.control.close()
