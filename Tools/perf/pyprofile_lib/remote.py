@@ -6,7 +6,6 @@ breaker.  The kernel decides who may write the memory (ptrace
 attach rights); nothing of the process is run."""
 
 import contextlib
-import errno
 import os
 import stat
 import struct
@@ -369,4 +368,4 @@ class Session:
             self.control.close()
 
 
-__all__ = ["Control", "Session", "Unsupported", "describe_wait", "errno"]
+__all__ = ["Control", "Session", "Unsupported", "describe_wait"]
