@@ -2,6 +2,8 @@
 #
 # PY_VERSION=3.11.N picks the release (default 3.11.2, Debian 12's); a
 # release other than 3.11.2 builds in build/3.11.N/ (build/3.11.N/python).
+# LIBC=musl builds (make) and tests (make test) against musl libc, as
+# Alpine's images do, in build/musl/ (build/musl/python).
 #
 #   make          fetch, assemble and build; the interpreter is build/python
 #   make demo     profile a small program with perf and show Python frames,
@@ -44,7 +46,7 @@
 
 # The scripts: Tools/perf/, one folder per concern (its README.rst maps them).
 TOOLS = Tools/perf
-export PY_VERSION RELEASES_BUNDLE PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES TEST_NOFP TEST_TOOLS ASAN_TESTS ARCH \
+export PY_VERSION LIBC RELEASES_BUNDLE PYTHON_TARBALL BACKEND TESTS TESTARGS CONFIGURE_ARGS TEST_FULL_MODES TEST_NOFP TEST_TOOLS ASAN_TESTS ARCH \
 	ROUNDS BENCH_JSON BENCH_ARGS METRIC APT_REPO_KEY APT_REPO_URI PREFIX DESTDIR \
 	PYPROFILE_SAMPLES
 
@@ -130,7 +132,7 @@ clean:
 		(cd "$$b" && rm -rf obj cpython python python-gdb.py *.stamp \
 			assembled-files.txt demo *.log *.patch abi asan cross-* \
 			test-results.xml pristine-obj nofp-obj deb apt-repo \
-			apt-repo-check releases.git); \
+			apt-repo-check releases.git musl musl-deps); \
 	done
 
 # build/deb-root and build/apt-repo-root are Debian roots; make sure

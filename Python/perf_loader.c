@@ -23,7 +23,8 @@
    anonymous memory.
 
    The object has a read-only segment (ELF and program headers, a dynamic
-   section, an empty symbol table, .eh_frame_hdr and .eh_frame) and the
+   section, an empty symbol table and its hash table, .eh_frame_hdr and
+   .eh_frame) and the
    text, which has no bytes in the file.  The read-only segment is shared
    anonymous memory, moved over the loader's private copy: each new
    arena's FDEs and search-table entries are written there, made writable
@@ -98,7 +99,7 @@
 #define DW_EH_PE_datarel 0x30
 
 #define PHDRS 5
-#define DYNAMIC_ENTRIES 5
+#define DYNAMIC_ENTRIES 6
 
 /* Slots of an object: 8 MiB of perf trampolines, 56 MiB of perf_jit
    ones (x86-64), of address space reserved, not memory.  The unwind data
@@ -229,10 +230,13 @@ write_headers(loader_object *obj, size_t code_size, size_t page,
 
     /* The first page: headers, the dynamic section, an empty symbol
        table (glibc's loader needs DT_SYMTAB, and dladdr() DT_STRTAB and
-       DT_STRSZ). */
+       DT_STRSZ) and its hash table (musl's loader searches every
+       object's for the symbols of the objects loaded with it, and
+       dladdr() counts the symbols from it). */
     size_t dyn_off = sizeof(Elf64_Ehdr) + PHDRS * sizeof(Elf64_Phdr);
     size_t sym_off = dyn_off + DYNAMIC_ENTRIES * sizeof(Elf64_Dyn);
-    size_t str_off = sym_off + sizeof(Elf64_Sym);
+    size_t hash_off = sym_off + sizeof(Elf64_Sym);
+    size_t str_off = hash_off + 4 * sizeof(uint32_t);
     assert(str_off + 1 <= page);
 
     Elf64_Ehdr *ehdr = (Elf64_Ehdr *)buf;
@@ -283,8 +287,12 @@ write_headers(loader_object *obj, size_t code_size, size_t page,
     dyn[1] = (Elf64_Dyn){.d_tag = DT_SYMENT, .d_un.d_val = sizeof(Elf64_Sym)};
     dyn[2] = (Elf64_Dyn){.d_tag = DT_STRTAB, .d_un.d_ptr = str_off};
     dyn[3] = (Elf64_Dyn){.d_tag = DT_STRSZ, .d_un.d_val = 1};
-    dyn[4] = (Elf64_Dyn){.d_tag = DT_NULL};
-    /* The symbol and the string table are zero already. */
+    dyn[4] = (Elf64_Dyn){.d_tag = DT_HASH, .d_un.d_ptr = hash_off};
+    dyn[5] = (Elf64_Dyn){.d_tag = DT_NULL};
+    /* One bucket and one chain (for the null symbol), both empty; the
+       symbol and the string table are zero already. */
+    uint32_t hash[4] = {1, 1, 0, 0};
+    memcpy(buf + hash_off, hash, sizeof(hash));
 }
 
 /* Write the FDEs and search-table entries of slots [first, end), then

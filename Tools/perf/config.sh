@@ -36,7 +36,13 @@ fi
 DOWNLOADS=$TOP/build/downloads
 PRISTINE=$BUILD/pristine        # untouched CPython source, never built in
 SRC=$BUILD/cpython              # pristine + our files + our patches
-OBJ=$BUILD/obj                  # out-of-tree build directory of $SRC
+# LIBC=musl builds against musl libc (Tools/perf/musl/) in $BUILD/musl.
+LIBC=${LIBC:-glibc}
+case "$LIBC" in
+    glibc) OBJ=$BUILD/obj ;;    # out-of-tree build directory of $SRC
+    musl) OBJ=$BUILD/musl ;;
+    *) echo "error: LIBC=$LIBC: give glibc (the default) or musl" >&2; exit 1 ;;
+esac
 # What "make patch" writes: one patch against pristine $PY_VERSION.
 COMBINED_PATCH=$TOP/build/cpython-$PY_VERSION-perf-trampoline.patch
 OPT_CFLAGS="-fno-omit-frame-pointer -mno-omit-leaf-frame-pointer"

@@ -30,6 +30,9 @@ libunwind8 elfutils bpftrace valgrind"
         # root to install the packages into (also for "make apt-repo-check").
         --deb) PACKAGES="$PACKAGES dpkg-dev quilt"
                command -v npm >/dev/null || PACKAGES="$PACKAGES npm" ;;
+        # "make LIBC=musl": musl and its gcc wrapper (Linux's headers come
+        # from linux-libc-dev, which build-essential brings).
+        --musl) PACKAGES="$PACKAGES musl-tools musl-dev" ;;
         --deb-check) PACKAGES="$PACKAGES debootstrap" ;;
         # "make apt-repo": Debian's index maker and GnuPG to sign.
         --apt-repo) PACKAGES="$PACKAGES apt-utils gnupg" ;;

@@ -131,6 +131,8 @@ FOREIGN = """
 
 @unittest.skipIf(support.check_sanitizer(address=True),
                  "AddressSanitizer does not support swapcontext()")
+@unittest.skipUnless(hasattr(_testinternalcapi, "call_on_foreign_stack"),
+                     "the C library has no makecontext() (musl)")
 class TestForeignStack(PerfTestCase):
     """Python run on a makecontext() stack, as fiber and coroutine
     libraries do, runs as it does without trampolines: the stack's bounds

@@ -1,11 +1,13 @@
 #!/bin/bash
 # Configure (once) and build the assembled tree out of tree in build/obj,
-# with frame pointers; the interpreter is then build/python.  Its prefix
+# with frame pointers; the interpreter is then build/python.  (LIBC=musl:
+# Tools/perf/musl/build.sh.)  Its prefix
 # (make install's) is PREFIX when given, else the one it had, else
 # configure's /usr/local.
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
+[ "$LIBC" = glibc ] || exec "$TOP/Tools/perf/musl/build.sh"
 "$TOP/Tools/perf/source/assemble.sh"
 
 mkdir -p "$OBJ"

@@ -3,6 +3,8 @@
 #
 #   fetch.sh            the release tarball (or $PYTHON_TARBALL, if set)
 #   fetch.sh --debian   also Debian's packaging of $DEBIAN_VERSION
+#   fetch.sh --deb-src  only make sure apt has deb-src entries (for the
+#                       libraries built from Debian's sources)
 #
 # The default release, 3.11.2, comes from Debian's archive (its orig
 # tarball is python.org's); any other from python.org.  PYTHON_TARBALL may
@@ -45,6 +47,10 @@ apt_source() {
         || { cat "$DOWNLOADS/apt-source.log" >&2; die "apt-get source python3.11 failed"; }
 }
 
+if [ "${1:-}" = "--deb-src" ]; then
+    ensure_deb_src
+    exit 0
+fi
 if [ -n "${PYTHON_TARBALL:-}" ]; then
     [ -f "$PYTHON_TARBALL" ] || die "PYTHON_TARBALL=$PYTHON_TARBALL does not exist"
     sha256_ok "$PYTHON_TARBALL" || die "sha256 mismatch: $PYTHON_TARBALL is not CPython $PY_VERSION (expected $BASE_SHA256)"

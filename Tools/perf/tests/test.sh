@@ -16,7 +16,11 @@ note "checking the trampoline template"
 # The perf_jit test profiles an interpreter without frame pointers.
 # TEST_NOFP=0 skips that build (and those tests), TEST_TOOLS=0 the tests
 # of Tools/perf, which do not depend on the release: CI runs both with
-# the default release only.
+# the default release only.  LIBC=musl runs neither: both are glibc's.
+if [ "$LIBC" = musl ]; then
+    TEST_NOFP=0
+    TEST_TOOLS=0
+fi
 if [ "${TEST_NOFP:-1}" != 0 ]; then
     "$TOP/Tools/perf/source/build-nofp.sh"
     export PYTHON_NOFP_INTERPRETER=$BUILD/nofp-obj/python
