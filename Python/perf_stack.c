@@ -69,8 +69,25 @@ _PyPerfStack_ComputeLimit(uintptr_t *limit, uintptr_t *span)
             /* The stack grows down from addr + size.  The thread may be
                running on another stack now: these are the bounds of its
                own all the same. */
+            uintptr_t top = (uintptr_t)addr + size;
+#ifndef __GLIBC__
+            /* musl reports the main thread's stack only as far as it has
+               grown yet (a few pages at start-up); it may grow to
+               RLIMIT_STACK, into the 128 MiB that Linux leaves free below
+               it at least. */
+            struct rlimit rl;
+            if ((unsigned long)getpid() == PyThread_get_thread_native_id()
+                && getrlimit(RLIMIT_STACK, &rl) == 0)
+            {
+                size_t most = (size_t)128 * 1024 * 1024;
+                if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most) {
+                    most = (size_t)rl.rlim_cur;
+                }
+                size = Py_MAX(size, most);
+            }
+#endif
             *span = size / STACK_SHARE;
-            *limit = (uintptr_t)addr + size - *span;
+            *limit = top - *span;
         }
         pthread_attr_destroy(&attr);
     }

@@ -37,11 +37,18 @@ DOWNLOADS=$TOP/build/downloads
 PRISTINE=$BUILD/pristine        # untouched CPython source, never built in
 SRC=$BUILD/cpython              # pristine + our files + our patches
 # LIBC=musl builds against musl libc (Tools/perf/musl/) in $BUILD/musl.
-LIBC=${LIBC:-glibc}
-case "$LIBC" in
+# CPython's configure and Makefile have a LIBC of their own (the C library
+# to link with): it is kept out of their environment and of the MAKEFLAGS
+# that make passes on, and the scripts call each other with PERF_LIBC.
+export PERF_LIBC=${PERF_LIBC:-${LIBC:-glibc}}
+unset LIBC
+if [ -n "${MAKEFLAGS:-}" ]; then
+    MAKEFLAGS=$(sed -E 's/(^| )LIBC=[^ ]*//g' <<<"$MAKEFLAGS")
+fi
+case "$PERF_LIBC" in
     glibc) OBJ=$BUILD/obj ;;    # out-of-tree build directory of $SRC
     musl) OBJ=$BUILD/musl ;;
-    *) echo "error: LIBC=$LIBC: give glibc (the default) or musl" >&2; exit 1 ;;
+    *) echo "error: LIBC=$PERF_LIBC: give glibc (the default) or musl" >&2; exit 1 ;;
 esac
 # What "make patch" writes: one patch against pristine $PY_VERSION.
 COMBINED_PATCH=$TOP/build/cpython-$PY_VERSION-perf-trampoline.patch

@@ -1,6 +1,7 @@
 """Unwinders inside the process walk through every trampoline.
 
-glibc's backtrace(), libgcc's _Unwind_Backtrace() and libunwind find
+glibc's backtrace(), libgcc's _Unwind_Backtrace() and libunwind (on musl,
+libgcc's unwinder linked into _testinternalcapi) find
 unwind information through the dynamic loader, which knows each arena of
 trampolines as an object of its own (Python/perf_loader.c).  Each test runs
 one program plain and with each backend, in the same run, and expects the
@@ -19,7 +20,8 @@ import sysconfig
 import unittest
 
 from test import support
-from test.test_perf_profiler.util import PerfTestCase, requires_perf_trampoline
+from test.test_perf_profiler.util import (MUSL, PerfTestCase,
+                                          requires_perf_trampoline)
 
 
 requires_perf_trampoline(module=True)
@@ -36,20 +38,26 @@ PROGRAM = r"""
 import ctypes, json, os, sys, threading
 
 libc = ctypes.PyDLL(None)
-libc.backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
-libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
-libc.backtrace_symbols.argtypes = [ctypes.POINTER(ctypes.c_void_p),
-                                   ctypes.c_int]
-libgcc = ctypes.PyDLL("libgcc_s.so.1")
-TRACE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
-libgcc._Unwind_GetIP.restype = ctypes.c_void_p
-libgcc._Unwind_GetIP.argtypes = [ctypes.c_void_p]
-try:
-    libunwind = ctypes.PyDLL("libunwind.so.8", os.RTLD_LOCAL)
-    libunwind.unw_backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p),
-                                        ctypes.c_int]
-except OSError:
-    libunwind = None
+libgcc = libunwind = None
+if hasattr(libc, "backtrace"):
+    libc.backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p), ctypes.c_int]
+    libc.backtrace_symbols.restype = ctypes.POINTER(ctypes.c_char_p)
+    libc.backtrace_symbols.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                       ctypes.c_int]
+    libgcc = ctypes.PyDLL("libgcc_s.so.1")
+    TRACE = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+    libgcc._Unwind_GetIP.restype = ctypes.c_void_p
+    libgcc._Unwind_GetIP.argtypes = [ctypes.c_void_p]
+    try:
+        libunwind = ctypes.PyDLL("libunwind.so.8", os.RTLD_LOCAL)
+        libunwind.unw_backtrace.argtypes = [ctypes.POINTER(ctypes.c_void_p),
+                                            ctypes.c_int]
+    except OSError:
+        pass
+else:
+    # musl has no backtrace(), and the libgcc_s and libunwind here are
+    # glibc's: libgcc's unwinder linked into _testinternalcapi walks.
+    import _testinternalcapi
 
 def trampoline_ranges():
     ranges = []
@@ -62,11 +70,12 @@ def trampoline_ranges():
                 ranges.append((lo, hi))
     return ranges
 
-def summary(addrs):
+def summary(addrs, names=None):
     n = len(addrs)
-    buf = (ctypes.c_void_p * max(n, 1))(*addrs)
-    syms = libc.backtrace_symbols(buf, n)
-    names = [syms[i] for i in range(n)]
+    if names is None:
+        buf = (ctypes.c_void_p * max(n, 1))(*addrs)
+        syms = libc.backtrace_symbols(buf, n)
+        names = [syms[i] for i in range(n)]
     ranges = trampoline_ranges()
     in_trampolines = sum(1 for a in addrs
                          if any(lo <= (a or 0) < hi for lo, hi in ranges))
@@ -75,6 +84,10 @@ def summary(addrs):
     return {"frames": n, "trampolines": in_trampolines, "tail": tail}
 
 def with_backtrace():
+    if libgcc is None:
+        frames = _testinternalcapi.native_backtrace()
+        return summary([a for a, _ in frames],
+                       [n.encode() for _, n in frames])
     buf = (ctypes.c_void_p * 512)()
     n = libc.backtrace(buf, 512)
     return summary(list(buf[:n]))
@@ -101,7 +114,7 @@ CALLBACKS = True
 
 def walks():
     results = {"backtrace": with_backtrace()}
-    if CALLBACKS:
+    if CALLBACKS and libgcc is not None:
         results["_Unwind_Backtrace"] = with_unwind_backtrace()
     if libunwind is not None:
         results["libunwind"] = with_libunwind()
@@ -173,7 +186,8 @@ class TestInProcessUnwinders(PerfTestCase):
                 for unwinder, walk in results.items():
                     with self.subTest(backend=backend, place=place,
                                       unwinder=unwinder):
-                        if place != "thread":
+                        # (musl's dladdr() names no function there.)
+                        if place != "thread" and not MUSL:
                             self.assertIn("__libc_start_main",
                                           " ".join(walk["tail"]), walk)
                         self.assertEqual(walk["trampolines"], 0)
@@ -240,6 +254,7 @@ print(json.dumps(out))
 """
 
 
+@unittest.skipIf(MUSL, "musl has no backtrace()")
 class TestUnwindCost(PerfTestCase):
 
     def test_cost_beside_many_code_objects(self):

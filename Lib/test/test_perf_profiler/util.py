@@ -37,6 +37,10 @@ NO_TRAMPOLINE_REASON = ("perf trampolines are not supported by this build "
                         "(sysconfig PY_HAVE_PERF_TRAMPOLINE is not 1)")
 
 
+# Built against musl libc (as Alpine's Python is), not glibc.
+MUSL = getattr(sys.implementation, "_multiarch", "").endswith("-musl")
+
+
 def requires_perf_trampoline(*, module=False):
     """Skip tests, or a whole test module, if this build has no perf
     trampolines.

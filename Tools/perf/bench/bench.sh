@@ -9,7 +9,10 @@
 # BENCH_JSON=file; METRIC=instructions counts instructions with callgrind
 # instead of timing (one round is enough: the counts are stable);
 # PYPROFILE_SAMPLES=N sizes pyprofile's profile (default 115000, the size
-# of issue 50's measurement: about 40 s here).
+# of issue 50's measurement: about 40 s here).  BENCH_BASE=REV first
+# compares the inactive interpreter with the patch at git revision REV of
+# this repository (built once in build/bench-base/REV), to show what a
+# change costs a process that never turns the support on.
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
@@ -39,6 +42,26 @@ METRIC=${METRIC:-time}
 if [ "$METRIC" = instructions ]; then
     "$TOP/Tools/perf/deps.sh" --bench
     ROUNDS=${ROUNDS:-1}
+fi
+
+if [ -n "${BENCH_BASE:-}" ]; then
+    rev=$(git -C "$TOP" rev-parse --short --verify "$BENCH_BASE^{commit}") \
+        || die "BENCH_BASE=$BENCH_BASE is not a revision of this repository"
+    base=$BUILD/bench-base/$rev
+    if [ ! -d "$base" ]; then
+        mkdir -p "$base"
+        git -C "$TOP" archive "$rev" | tar -x -C "$base"
+        mkdir -p "$base/build"
+        ln -s "$DOWNLOADS" "$base/build/downloads"
+    fi
+    note "building the patch at $rev in $base"
+    make -C "$base" build >"$base/make.log" 2>&1 \
+        || { tail -30 "$base/make.log" >&2; die "build of $rev failed"; }
+    note "the inactive interpreter: the patch at $rev, then this one ($METRIC)"
+    "$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-9}" \
+        --metric "$METRIC" \
+        --config "base=$base/build/obj/python" \
+        --config "inactive=$BUILD/python"
 fi
 note "benchmarking ($METRIC, rounds: ${ROUNDS:-9}); this takes a few minutes"
 "$BUILD/python" "$TOP/Tools/perf/bench/run.py" --rounds "${ROUNDS:-9}" \

@@ -85,9 +85,12 @@ fi
 
 mkdir -p "$OBJ"
 if [ ! -f "$OBJ/Makefile" ] || [ "$SRC/configure" -nt "$OBJ/config.status" ] \
-   || ! grep -q "dl_find_object" "$OBJ/Makefile"; then
+   || ! grep -q "THREAD_STACK_SIZE" "$OBJ/Makefile"; then
     note "configuring for $triplet in $OBJ"
-    (cd "$OBJ" && "$SRC/configure" -q CC="$cc" CFLAGS="$OPT_CFLAGS" \
+    # Threads get 1 MiB of stack, as in the python:3.11-alpine images
+    # (musl's default is 128 KiB).
+    (cd "$OBJ" && "$SRC/configure" -q CC="$cc" \
+        CFLAGS="$OPT_CFLAGS -DTHREAD_STACK_SIZE=0x100000" \
         CPPFLAGS="-I$DEPS/prefix/include" LDFLAGS="-L$DEPS/prefix/lib" \
         LIBS="$dlfo" PKG_CONFIG_LIBDIR="$DEPS/prefix/lib/pkgconfig") \
         || die "configure failed (see $OBJ/config.log)"

@@ -7,7 +7,7 @@
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
-[ "$LIBC" = glibc ] || exec "$TOP/Tools/perf/musl/build.sh"
+[ "$PERF_LIBC" = glibc ] || exec "$TOP/Tools/perf/musl/build.sh"
 "$TOP/Tools/perf/source/assemble.sh"
 
 mkdir -p "$OBJ"

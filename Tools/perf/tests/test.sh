@@ -17,7 +17,7 @@ note "checking the trampoline template"
 # TEST_NOFP=0 skips that build (and those tests), TEST_TOOLS=0 the tests
 # of Tools/perf, which do not depend on the release: CI runs both with
 # the default release only.  LIBC=musl runs neither: both are glibc's.
-if [ "$LIBC" = musl ]; then
+if [ "$PERF_LIBC" = musl ]; then
     TEST_NOFP=0
     TEST_TOOLS=0
 fi
