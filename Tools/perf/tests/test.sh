@@ -4,7 +4,11 @@
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
-TESTS=${TESTS:-"test_perf_profiler test_sys test_embed test_cmd_line test_capi
+# The modules of test_perf_profiler one by one, so that both cores run
+# them (the package takes minutes in one process).
+TESTS=${TESTS:-"$(cd "$SRC/Lib/test" && ls test_perf_profiler/test_*.py \
+    | sed 's|/|.|; s|\.py$||' | tr '\n' ' ')
+test_sys test_embed test_cmd_line test_capi
 test_sysconfig test_posix test_threading test_gdb test_generators test_coroutines
 test_sys_settrace test_sys_setprofile test_traceback test_exceptions
 test_multiprocessing_fork"}
@@ -50,6 +54,17 @@ xml=()
     || note "summary.py failed (log: $log)"
 
 rc2=0
+if [ "$PERF_LIBC" = musl ]; then
+    # pyprofile, run by the host's Python (glibc), on a process of this
+    # interpreter in a container of its own.
+    note "running: Tools/perf/tests: pyprofile on the musl interpreter in a container"
+    set +e
+    (cd "$TOP/Tools/perf/tests" && env -u PYTHONPERFSUPPORT \
+        PYTHON_MUSL_INTERPRETER="$OBJ/python" \
+        python3 -m unittest -v test_pyprofile.TestMuslContainer)
+    rc2=$?
+    set -e
+fi
 if [ "${TEST_TOOLS:-1}" != 0 ]; then
     note "running: Tools/perf/tests (pyprofile)"
     set +e

@@ -10,6 +10,7 @@ PYTHON_NOFP_INTERPRETER names an interpreter built without frame pointers
 """
 
 import contextlib
+import glob
 import importlib.machinery
 import importlib.util
 import io
@@ -1101,12 +1102,12 @@ class TestForeignRoot(unittest.TestCase):
             self.assertEqual(f.read(4), b"\x7fELF")
 
 
-@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
-                     "trampolines (run with build/python)")
-class TestContainer(unittest.TestCase):
-    """pyprofile -p HOSTPID on a process in its own PID and mount
-    namespaces with a /tmp of its own, as Docker, podman and Kubernetes
-    run them."""
+class ContainerTestCase(unittest.TestCase):
+    """A service in a container, profiled from the host with pyprofile -p
+    HOSTPID; a subclass starts it (start())."""
+
+    # The interpreter that the container runs.
+    python = sys.executable
 
     # Runs baz() <- bar() <- foo() until the file argv[1] exists: the test
     # says when the program ends, whatever the machine's speed.
@@ -1145,6 +1146,71 @@ class TestContainer(unittest.TestCase):
             f.write(self.SERVICE)
         self.stop_file = os.path.join(self.tmp, "stop")
 
+    def started(self, proc):
+        """Wait until the service that unshare process proc started is
+        ready; return its host PID."""
+        self.addCleanup(proc.wait)
+        self.addCleanup(proc.kill)
+        self.addCleanup(proc.stdout.close)
+        self.assertEqual(proc.stdout.readline(), "ready\n")
+        # unshare --fork: the Python process is unshare's only child.
+        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
+        with open(children) as f:
+            pid = int(f.read().split()[0])
+        self.assertEqual(procroot.namespaced_pid(pid), 1)
+        # PIDs wrap (pid_max is 32768 on Debian 12), and processes that
+        # other tests kill leave their maps: a file of this host PID is
+        # a dead process's, which the checks after the profile must not
+        # count as pyprofile's.
+        for name in leftovers(pid):
+            os.unlink(os.path.join("/tmp", name))
+        return pid
+
+    def stop(self):
+        with open(self.stop_file, "w"):
+            pass
+
+    def profile(self, backend, exits, on_demand=False):
+        """Profile the service in a container for 6 s (ending it 1.5 s
+        into the recording if exits is set) and return the collapsed
+        stacks."""
+        ready_or_skip(self, backend, self.python)
+        proc, pid = self.start(backend, on_demand=on_demand)
+        output = os.path.join(self.tmp, f"profile-{backend}.txt")
+        profiler = subprocess.Popen(
+            [sys.executable, PYPROFILE, "--backend", backend,
+             "-p", str(pid), "-d", "6", "-o", output],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        with profiler:
+            if exits:
+                # Once it records (after its checks, however long they
+                # take), let the program sample a while, then end it.
+                for line in profiler.stderr:
+                    if line.startswith("pyprofile: recording"):
+                        break
+                time.sleep(1.5)
+                self.stop()
+                proc.wait(timeout=300)
+            out, err = profiler.communicate(timeout=300)
+        if not exits:
+            self.assertIsNone(proc.poll())
+            self.stop()
+            proc.wait(timeout=300)
+        self.assertEqual(profiler.returncode, 0, out + err)
+        with open(output, encoding="utf-8") as f:
+            text = f.read()
+        # Nothing left on the host: the copies were pyprofile's.
+        self.assertEqual(leftovers(pid), [])
+        return text
+
+
+@unittest.skipUnless(HAVE_TRAMPOLINE, "needs an interpreter with perf "
+                     "trampolines (run with build/python)")
+class TestContainer(ContainerTestCase):
+    """pyprofile -p HOSTPID on a process in its own PID and mount
+    namespaces with a /tmp of its own, as Docker, podman and Kubernetes
+    run them."""
+
     def start(self, backend, own_stdlib=False, on_demand=False):
         """Start the service in a container; return its unshare process
         and its host PID.  It runs until stop().  With own_stdlib, the
@@ -1171,26 +1237,7 @@ class TestContainer(unittest.TestCase):
                          f'&& {env_var}=1 exec /mnt/bin/{name} "$1" "$2"',
              directory, self.program, self.stop_file, stdlib],
             stdout=subprocess.PIPE, text=True)
-        self.addCleanup(proc.wait)
-        self.addCleanup(proc.kill)
-        self.addCleanup(proc.stdout.close)
-        self.assertEqual(proc.stdout.readline(), "ready\n")
-        # unshare --fork: the Python process is unshare's only child.
-        children = f"/proc/{proc.pid}/task/{proc.pid}/children"
-        with open(children) as f:
-            pid = int(f.read().split()[0])
-        self.assertEqual(procroot.namespaced_pid(pid), 1)
-        # PIDs wrap (pid_max is 32768 on Debian 12), and processes that
-        # other tests kill leave their maps: a file of this host PID is
-        # a dead process's, which the checks after the profile must not
-        # count as pyprofile's.
-        for name in leftovers(pid):
-            os.unlink(os.path.join("/tmp", name))
-        return proc, pid
-
-    def stop(self):
-        with open(self.stop_file, "w"):
-            pass
+        return proc, self.started(proc)
 
     def test_check_finds_the_process(self):
         for backend, name in (("perf", "perf-1.map"),
@@ -1237,39 +1284,6 @@ class TestContainer(unittest.TestCase):
         # (The kernel names the unmounted file relative to its mount.)
         self.assertRegex(result.stdout,
                          r"(?m)^warn interpreter: no build configuration ")
-
-    def profile(self, backend, exits, on_demand=False):
-        """Profile the service in a container for 6 s (ending it 1.5 s
-        into the recording if exits is set) and return the collapsed
-        stacks."""
-        ready_or_skip(self, backend, sys.executable)
-        proc, pid = self.start(backend, on_demand=on_demand)
-        output = os.path.join(self.tmp, f"profile-{backend}.txt")
-        profiler = subprocess.Popen(
-            [sys.executable, PYPROFILE, "--backend", backend,
-             "-p", str(pid), "-d", "6", "-o", output],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        with profiler:
-            if exits:
-                # Once it records (after its checks, however long they
-                # take), let the program sample a while, then end it.
-                for line in profiler.stderr:
-                    if line.startswith("pyprofile: recording"):
-                        break
-                time.sleep(1.5)
-                self.stop()
-                proc.wait(timeout=300)
-            out, err = profiler.communicate(timeout=300)
-        if not exits:
-            self.assertIsNone(proc.poll())
-            self.stop()
-            proc.wait(timeout=300)
-        self.assertEqual(profiler.returncode, 0, out + err)
-        with open(output, encoding="utf-8") as f:
-            text = f.read()
-        # Nothing left on the host: the copies were pyprofile's.
-        self.assertEqual(leftovers(pid), [])
-        return text
 
     def test_process_exits_during_recording(self):
         # The names resolve from the host's copy of the map or the
@@ -1331,6 +1345,71 @@ class TestContainer(unittest.TestCase):
         self.assertIsNone(proc.poll())
         self.stop()
         proc.wait(timeout=300)
+
+
+MUSL_PYTHON = os.environ.get("PYTHON_MUSL_INTERPRETER")
+
+
+@unittest.skipUnless(MUSL_PYTHON, "needs PYTHON_MUSL_INTERPRETER, an "
+                     "interpreter built against musl (make test LIBC=musl "
+                     "runs these tests with it)")
+class TestMuslContainer(ContainerTestCase):
+    """pyprofile -p HOSTPID, run on the host (glibc), on a process of the
+    interpreter built against musl in a container as an Alpine image runs
+    it: its own root (musl's dynamic loader, the interpreter and its
+    library and nothing else), mount and PID namespaces."""
+
+    python = MUSL_PYTHON
+
+    # The root, made the mount namespace's root as container runtimes do
+    # (perf looks for the map and the dump there): a tmpfs with musl's
+    # loader, and the build directory, the standard library and the
+    # program's directory at their own paths.
+    CONTAINER = (
+        'root=$0 loader=$1 && shift '
+        '&& mount -t tmpfs tmpfs "$root" '
+        '&& mkdir "$root/lib" "$root/tmp" "$root/proc" "$root/.old" '
+        '&& cp "$loader" "$root/lib/" '
+        '&& for d in "$@"; do mkdir -p "$root$d" '
+        '&& mount --bind "$d" "$root$d" || exit 1; done '
+        '&& mount -t proc proc "$root/proc" '
+        '&& cd "$root" && pivot_root . .old && cd / '
+        '&& export "$SUPPORT" && exec "$PYTHON" "$PROGRAM" "$STOP"')
+
+    def start(self, backend, on_demand=False):
+        if os.path.exists(self.stop_file):
+            os.unlink(self.stop_file)
+        loaders = glob.glob("/lib/ld-musl-*.so.1")
+        if len(loaders) != 1:
+            self.skipTest(f"musl's dynamic loader: {loaders}")
+        python = os.path.realpath(self.python)
+        stdlib = subprocess.run(
+            [python, "-c", "import os; print(os.path.dirname(os.__file__))"],
+            capture_output=True, text=True, check=True).stdout.strip()
+        env_var = ("PYTHON_PERF_UNUSED" if on_demand
+                   else common.BACKENDS[backend]["env"])
+        root = tempfile.mkdtemp(dir="/var/tmp")
+        self.addCleanup(os.rmdir, root)
+        proc = subprocess.Popen(
+            ["unshare", "--pid", "--fork", "--mount", "sh", "-c",
+             self.CONTAINER, root, loaders[0], os.path.dirname(python),
+             stdlib, self.tmp],
+            env={"PATH": os.environ["PATH"], "SUPPORT": f"{env_var}=1",
+                 "PYTHON": python, "PROGRAM": self.program,
+                 "STOP": self.stop_file},
+            stdout=subprocess.PIPE, text=True)
+        return proc, self.started(proc)
+
+    def test_profile(self):
+        # Both backends, the process running on; started with the
+        # support and started without it (turned on from the host).
+        for backend in "perf", "perf_jit":
+            for on_demand in False, True:
+                with self.subTest(backend=backend, on_demand=on_demand):
+                    text = self.profile(backend, exits=False,
+                                        on_demand=on_demand)
+                    self.assertIn("baz (program.py);bar (program.py);"
+                                  "foo (program.py)", text)
 
 
 class TestPythonView(unittest.TestCase):
