@@ -544,6 +544,7 @@ _PyPerfTrampoline_InitFromConfig(const PyConfig *config)
 {
 #ifdef PY_HAVE_PERF_TRAMPOLINE
     _PyPerfLoader_NoteStart();
+    _PyPerfStack_NoteStart();
     /* Hold what is described until _PyPerfTrampoline_EndStartup(). */
     _PyPerfFile_Hold();
     _PyPerf_Remote.refused = (uint32_t)refuses_requests(config);

@@ -32,6 +32,31 @@
 extern void *__libc_stack_end;
 #endif
 
+#ifndef __GLIBC__
+/* The top of the main thread's stack, if the runtime was started in the
+   main thread (see _PyPerfStack_ComputeLimit()). */
+static uintptr_t main_stack_top;
+#endif
+
+void
+_PyPerfStack_NoteStart(void)
+{
+#ifndef __GLIBC__
+    pthread_attr_t attr;
+    if (main_stack_top == 0
+        && (unsigned long)getpid() == PyThread_get_thread_native_id()
+        && pthread_getattr_np(pthread_self(), &attr) == 0)
+    {
+        void *addr;
+        size_t size;
+        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
+            main_stack_top = (uintptr_t)addr + size;
+        }
+        pthread_attr_destroy(&attr);
+    }
+#endif
+}
+
 /* Find the part of the calling thread's own stack where calls may be
    trampolined: *span bytes from *limit up, where the stack starts; *span
    is 0 if the stack cannot be found. */
@@ -74,10 +99,11 @@ _PyPerfStack_ComputeLimit(uintptr_t *limit, uintptr_t *span)
             /* musl reports the main thread's stack only as far as it has
                grown yet (a few pages at start-up); it may grow to
                RLIMIT_STACK, into the 128 MiB that Linux leaves free below
-               it at least. */
+               it at least.  Only that stack: the only thread of a child
+               forked by another thread runs on that thread's stack,
+               whose size is all it has. */
             struct rlimit rl;
-            if ((unsigned long)getpid() == PyThread_get_thread_native_id()
-                && getrlimit(RLIMIT_STACK, &rl) == 0)
+            if (top == main_stack_top && getrlimit(RLIMIT_STACK, &rl) == 0)
             {
                 size_t most = (size_t)128 * 1024 * 1024;
                 if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most) {

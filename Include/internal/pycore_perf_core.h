@@ -153,6 +153,8 @@ extern int _PyPerfArena_New(const _PyPerfBackend *backend,
    calls may be trampolined, *span bytes from *limit up; *span is 0 if
    the stack cannot be found. */
 extern void _PyPerfStack_ComputeLimit(uintptr_t *limit, uintptr_t *span);
+/* At start-up: note where the main thread's stack is. */
+extern void _PyPerfStack_NoteStart(void);
 
 /* Python/perf_code_extra.c.  Set: store a trampoline in co's co_extra at
    index slot (-1: no memory).  Inherited: co's trampoline in an ancestor

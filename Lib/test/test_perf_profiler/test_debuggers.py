@@ -807,10 +807,12 @@ class TestGdb(DebuggerTestCase):
             def in_child(r):
                 os.read(r, 1)
                 print(os.getpid(), flush=True)
-                # Python code until killed, not asleep in the C library,
-                # out of which gdb cannot walk on musl.
-                while True:
-                    pass
+                if sys.implementation._multiarch.endswith("-musl"):
+                    # Python code until killed: gdb cannot walk out of
+                    # musl's functions, where the child would sleep.
+                    while True:
+                        pass
+                time.sleep(float(sys.argv[1]))
 
             def outer():
                 r, w = os.pipe()

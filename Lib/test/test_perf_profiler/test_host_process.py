@@ -10,7 +10,7 @@ import unittest
 
 from test import support
 from test.support import import_helper
-from test.test_perf_profiler.util import (PerfTestCase,
+from test.test_perf_profiler.util import (MUSL, PerfTestCase,
                                           requires_perf_trampoline)
 
 
@@ -131,8 +131,7 @@ FOREIGN = """
 
 @unittest.skipIf(support.check_sanitizer(address=True),
                  "AddressSanitizer does not support swapcontext()")
-@unittest.skipUnless(hasattr(_testinternalcapi, "call_on_foreign_stack"),
-                     "the C library has no makecontext() (musl)")
+@unittest.skipIf(MUSL, "musl has no makecontext()")
 class TestForeignStack(PerfTestCase):
     """Python run on a makecontext() stack, as fiber and coroutine
     libraries do, runs as it does without trampolines: the stack's bounds

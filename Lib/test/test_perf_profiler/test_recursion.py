@@ -5,7 +5,7 @@ import sys
 import unittest
 
 from test import support
-from test.support import threading_helper
+from test.support import import_helper, threading_helper
 from test.test_perf_profiler.util import (PerfTestCase,
                                           requires_perf_trampoline)
 
@@ -173,6 +173,49 @@ class TestRecursion(PerfTestCase):
     @threading_helper.requires_working_threading()
     def test_default_limit_in_thread_with_small_stack(self):
         self.check_deep("thread", sys.getrecursionlimit(), 256 * 1024)
+
+    # A thread with a 256 KiB stack forks; the child, whose only thread
+    # runs on that stack, turns the support on and recurses 15,000 calls
+    # deep.  The stack size limit is raised to 64 MiB first: a child that
+    # took the main thread's limit for its own (1/32 of 64 MiB: 2 MiB of
+    # trampolined calls) would overflow its stack.
+    FORKED_BY_THREAD_SCRIPT = """
+        import os, resource, sys, threading
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_STACK)
+        want = 64 * 1024 * 1024
+        if hard == resource.RLIM_INFINITY or hard >= want:
+            resource.setrlimit(resource.RLIMIT_STACK, (want, hard))
+        sys.setrecursionlimit(20_000)
+
+        def f(n):
+            return 0 if n == 0 else f(n - 1) + 1
+
+        def fork_and_recurse():
+            pid = os.fork()
+            if pid == 0:
+                if sys.argv[1] == "activate":
+                    sys.activate_stack_trampoline("perf")
+                os._exit(0 if f(15_000) == 15_000 else 1)
+            statuses.append(os.waitpid(pid, 0)[1])
+
+        statuses = []
+        threading.stack_size(256 * 1024)
+        t = threading.Thread(target=fork_and_recurse)
+        t.start()
+        t.join()
+        print(statuses)
+    """
+
+    @threading_helper.requires_working_threading()
+    @support.requires_fork()
+    def test_child_forked_by_a_thread(self):
+        import_helper.import_module("resource")
+        script = self.write_script(self.FORKED_BY_THREAD_SCRIPT)
+        for arg in ("plain", "activate"):
+            with self.subTest(arg):
+                pid, rc, out, err = self.run_python(script, arg)
+                self.assertEqual(out.strip(), "[0]", err)
 
     # Each level goes Python -> C -> Python, so it takes C stack with or
     # without trampolines.

@@ -49,10 +49,10 @@ if [ -n "${BENCH_BASE:-}" ]; then
         || die "BENCH_BASE=$BENCH_BASE is not a revision of this repository"
     base=$BUILD/bench-base/$rev
     if [ ! -d "$base" ]; then
-        mkdir -p "$base"
-        git -C "$TOP" archive "$rev" | tar -x -C "$base"
-        mkdir -p "$base/build"
-        ln -s "$DOWNLOADS" "$base/build/downloads"
+        rm -rf "$base.tmp" && mkdir -p "$base.tmp/build"
+        git -C "$TOP" archive "$rev" | tar -x -C "$base.tmp"
+        ln -s "$DOWNLOADS" "$base.tmp/build/downloads"
+        mv "$base.tmp" "$base"
     fi
     note "building the patch at $rev in $base"
     make -C "$base" build >"$base/make.log" 2>&1 \

@@ -5,12 +5,11 @@
 # images build CPython from source.
 #
 # Debian has no libraries built for musl, so the ones the modules our
-# tests and a service need are built here from Debian's source packages,
-# static and position independent, into build/musl-deps/prefix (shared by
-# every release): zlib, libffi (ctypes), bzip2, xz (lzma) and sqlite3.
-# The modules that would need more (ssl and hashlib's OpenSSL digests,
-# readline, curses, dbm, tkinter, uuid's libuuid) are left out: the build
-# lists them.
+# tests need are built here from Debian's source packages, static and
+# position independent, into build/musl-deps/prefix (shared by every
+# release): zlib and libffi (ctypes).  The modules that need others (ssl
+# and hashlib's OpenSSL digests, bz2, lzma, sqlite3, readline, curses,
+# dbm, tkinter, uuid's libuuid) are left out: the build lists them.
 set -euo pipefail
 . "$(dirname "$0")/../config.sh"
 
@@ -51,7 +50,7 @@ mv "$cc.tmp" "$cc"
 apt_source() {
     local s
     for s in "" /bookworm-security /bookworm-updates /bookworm; do
-        rm -rf src
+        rm -rf -- ./*
         apt-get source -q "$1$s" && mv "$(find . -mindepth 1 -maxdepth 1 -type d)" src && return
     done
     return 1
@@ -81,12 +80,15 @@ if [ ! -f "$dlfo" ] || [ "$TOP/Tools/perf/musl/dl_find_object.c" -nt "$dlfo" ]; 
     "$cc" -c -O2 -fPIC $OPT_CFLAGS -Wall -Werror \
         -o "$dlfo" "$TOP/Tools/perf/musl/dl_find_object.c" \
         || die "cannot compile Tools/perf/musl/dl_find_object.c"
+    rm -f "$OBJ/python"             # linked with it
 fi
 
 mkdir -p "$OBJ"
 if [ ! -f "$OBJ/Makefile" ] || [ "$SRC/configure" -nt "$OBJ/config.status" ] \
    || ! grep -q "THREAD_STACK_SIZE" "$OBJ/Makefile"; then
     note "configuring for $triplet in $OBJ"
+    # New flags: build everything again.
+    [ ! -f "$OBJ/Makefile" ] || make -C "$OBJ" clean >/dev/null
     # Threads get 1 MiB of stack, as in the python:3.11-alpine images
     # (musl's default is 128 KiB).
     (cd "$OBJ" && "$SRC/configure" -q CC="$cc" \
