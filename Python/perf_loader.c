@@ -24,8 +24,7 @@
 
    The object has a read-only segment (ELF and program headers, a dynamic
    section, an empty symbol table and its hash table, .eh_frame_hdr and
-   .eh_frame) and the
-   text, which has no bytes in the file.  The read-only segment is shared
+   .eh_frame) and the text, which has no bytes in the file.  The read-only segment is shared
    anonymous memory, moved over the loader's private copy: each new
    arena's FDEs and search-table entries are written there, made writable
    for the time, then the table's count grows.  An entry depends on
