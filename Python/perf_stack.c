@@ -32,6 +32,24 @@
 extern void *__libc_stack_end;
 #endif
 
+/* The calling thread's own stack, as the C library reports it: *size
+   bytes up from *addr.  Return 0, or -1 if it cannot tell. */
+static int
+own_stack(uintptr_t *addr, size_t *size)
+{
+    pthread_attr_t attr;
+    int res = -1;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+        void *start;
+        if (pthread_attr_getstack(&attr, &start, size) == 0) {
+            *addr = (uintptr_t)start;
+            res = 0;
+        }
+        pthread_attr_destroy(&attr);
+    }
+    return res;
+}
+
 #ifndef __GLIBC__
 /* The top of the main thread's stack, if the runtime was started in the
    main thread (see _PyPerfStack_ComputeLimit()). */
@@ -42,17 +60,13 @@ void
 _PyPerfStack_NoteStart(void)
 {
 #ifndef __GLIBC__
-    pthread_attr_t attr;
+    uintptr_t addr;
+    size_t size;
     if (main_stack_top == 0
         && (unsigned long)getpid() == PyThread_get_thread_native_id()
-        && pthread_getattr_np(pthread_self(), &attr) == 0)
+        && own_stack(&addr, &size) == 0)
     {
-        void *addr;
-        size_t size;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-            main_stack_top = (uintptr_t)addr + size;
-        }
-        pthread_attr_destroy(&attr);
+        main_stack_top = addr + size;
     }
 #endif
 }
@@ -86,36 +100,31 @@ _PyPerfStack_ComputeLimit(uintptr_t *limit, uintptr_t *span)
         return;
     }
 #endif
-    pthread_attr_t attr;
-    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
-        void *addr;
-        size_t size;
-        if (pthread_attr_getstack(&attr, &addr, &size) == 0) {
-            /* The stack grows down from addr + size.  The thread may be
-               running on another stack now: these are the bounds of its
-               own all the same. */
-            uintptr_t top = (uintptr_t)addr + size;
+    uintptr_t addr;
+    size_t size;
+    if (own_stack(&addr, &size) == 0) {
+        /* The stack grows down from addr + size.  The thread may be
+           running on another stack now: these are the bounds of its own
+           all the same. */
+        uintptr_t top = addr + size;
 #ifndef __GLIBC__
-            /* musl reports the main thread's stack only as far as it has
-               grown yet (a few pages at start-up); it may grow to
-               RLIMIT_STACK, into the 128 MiB that Linux leaves free below
-               it at least.  Only that stack: the only thread of a child
-               forked by another thread runs on that thread's stack,
-               whose size is all it has. */
-            struct rlimit rl;
-            if (top == main_stack_top && getrlimit(RLIMIT_STACK, &rl) == 0)
-            {
-                size_t most = (size_t)128 * 1024 * 1024;
-                if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most) {
-                    most = (size_t)rl.rlim_cur;
-                }
-                size = Py_MAX(size, most);
+        /* musl reports the main thread's stack only as far as it has
+           grown yet (a few pages at start-up); it may grow to
+           RLIMIT_STACK, into the 128 MiB that Linux leaves free below it
+           at least.  Only that stack: the only thread of a child forked
+           by another thread runs on that thread's stack, whose size is
+           all it has. */
+        struct rlimit rl;
+        if (top == main_stack_top && getrlimit(RLIMIT_STACK, &rl) == 0) {
+            size_t most = (size_t)128 * 1024 * 1024;
+            if (rl.rlim_cur != RLIM_INFINITY && rl.rlim_cur < most) {
+                most = (size_t)rl.rlim_cur;
             }
-#endif
-            *span = size / STACK_SHARE;
-            *limit = top - *span;
+            size = Py_MAX(size, most);
         }
-        pthread_attr_destroy(&attr);
+#endif
+        *span = size / STACK_SHARE;
+        *limit = top - *span;
     }
     /* Otherwise the stack is unknown: no call is trampolined. */
 }
